@@ -1,0 +1,5 @@
+//! # ui-compiler
+//!
+//! The block language of uiblocks (work in progress).
+
+pub mod expr;

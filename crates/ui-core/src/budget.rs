@@ -135,7 +135,10 @@ impl std::fmt::Debug for Budget<'_> {
 }
 
 fn exceeded(what: &str) -> Failure {
-    Failure::new(Code::BudgetExceeded, format!("The block exceeded its {what} budget."))
+    Failure::new(
+        Code::BudgetExceeded,
+        format!("The block exceeded its {what} budget."),
+    )
 }
 
 impl<'c> Budget<'c> {

@@ -35,7 +35,9 @@ pub mod limits;
 pub mod text;
 mod value;
 
-pub use budget::{Budget, CLOCK_CHECK_STEPS, Clock, FrozenClock, ManualClock, SystemClock, check_key};
+pub use budget::{
+    Budget, CLOCK_CHECK_STEPS, Clock, FrozenClock, ManualClock, SystemClock, check_key,
+};
 pub use code::{Code, HostCode, WireCode};
 pub use diag::{Diagnostic, Failure, TextRange};
 pub use limits::{HostLimits, LimitsError, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};

@@ -435,21 +435,43 @@ mod tests {
             (65_536, 32, 512, 20)
         );
         assert_eq!(
-            (ui.steps(), ui.iterations(), ui.string_length(), ui.milliseconds()),
+            (
+                ui.steps(),
+                ui.iterations(),
+                ui.string_length(),
+                ui.milliseconds()
+            ),
             (20_000, 2_000, 16_384, 30)
         );
         let reply = ReplyLimits::DEFAULT;
         assert_eq!(
-            (reply.blocks(), reply.characters(), reply.nodes(), reply.milliseconds()),
+            (
+                reply.blocks(),
+                reply.characters(),
+                reply.nodes(),
+                reply.milliseconds()
+            ),
             (16, 262_144, 2_048, 60)
         );
         let host = UiHostLimits::DEFAULT;
-        assert_eq!((host.queries(), host.links(), host.refresh_milliseconds()), (8, 64, 10_000));
+        assert_eq!(
+            (host.queries(), host.links(), host.refresh_milliseconds()),
+            (8, 64, 10_000)
+        );
         let h = HostLimits::DEFAULT;
-        assert_eq!((h.chat_read_slots(), h.read_slots(), h.read_timeout()), (2, 16, 8_000));
-        assert_eq!((h.result_bytes(), h.access_bytes(), h.snapshot_bytes()), (65_536, 32_768, 131_072));
+        assert_eq!(
+            (h.chat_read_slots(), h.read_slots(), h.read_timeout()),
+            (2, 16, 8_000)
+        );
+        assert_eq!(
+            (h.result_bytes(), h.access_bytes(), h.snapshot_bytes()),
+            (65_536, 32_768, 131_072)
+        );
         let s = SyncLimits::DEFAULT;
-        assert_eq!((s.appender_window(), s.frame_keys(), s.session_streams()), (50, 256, 6));
+        assert_eq!(
+            (s.appender_window(), s.frame_keys(), s.session_streams()),
+            (50, 256, 6)
+        );
     }
 
     #[test]
@@ -460,7 +482,10 @@ mod tests {
         assert_eq!(l.steps(), 100);
         assert_eq!(l.string_length(), 5);
         assert_eq!(l.nodes(), 512);
-        assert_eq!(UiLimits::DEFAULT.with_overrides(&Value::Null).unwrap(), UiLimits::DEFAULT);
+        assert_eq!(
+            UiLimits::DEFAULT.with_overrides(&Value::Null).unwrap(),
+            UiLimits::DEFAULT
+        );
         assert_eq!(l.get("stringLength"), Some(5));
     }
 

@@ -149,7 +149,9 @@ mod tests {
 
     #[test]
     fn whitespace_class_matches_js() {
-        for c in ['\t', '\n', '\u{B}', '\u{C}', '\r', ' ', '\u{A0}', '\u{FEFF}', '\u{3000}'] {
+        for c in [
+            '\t', '\n', '\u{B}', '\u{C}', '\r', ' ', '\u{A0}', '\u{FEFF}', '\u{3000}',
+        ] {
             assert!(is_js_whitespace(c), "{c:?}");
         }
         assert!(!is_js_whitespace('\u{85}'));

@@ -672,7 +672,9 @@ impl From<&serde_json::Value> for Value {
                 Value::Number(Number(n.as_f64().filter(|x| x.is_finite()).unwrap_or(0.0)))
             }
             serde_json::Value::String(s) => Value::string(s.as_str()),
-            serde_json::Value::Array(items) => Value::array(items.iter().map(Value::from).collect()),
+            serde_json::Value::Array(items) => {
+                Value::array(items.iter().map(Value::from).collect())
+            }
             serde_json::Value::Object(map) => Value::record(
                 map.iter()
                     .map(|(k, v)| (k.clone(), Value::from(v)))

@@ -1,0 +1,227 @@
+//! The Pratt parser of the expression language (`language.md` §10.2), charging the budget
+//! exactly as §19.2 describes.
+
+use std::collections::HashSet;
+
+use ui_core::text::utf16_len;
+use ui_core::{Budget, Code, Failure, Value};
+
+use super::ast::{BinaryOp, Expr, UnaryOp};
+use super::lex::{Lexer, Token};
+use super::{guard_depth, invalid_expression, safe_key};
+
+/// The helpers `@Name(…)` may call; any other name fails `refused_call` at parse time.
+pub(super) const HELPERS: [&str; 8] = [
+    "Count", "Filter", "Sum", "Join", "Round", "Query", "Set", "Reset",
+];
+
+/// Parses one expression (`parseUiExpression`).
+///
+/// Charges, in upstream order: 1 step per token read plus 1 per skipped whitespace unit;
+/// strings 1 step per loop iteration and then `string(value)`; `depth(d)` and `node()` per
+/// `expression()` call; `node()` per binary operator; `depth(++d)` and `node()` per postfix
+/// `.field` or `[key]`.
+///
+/// Fails `budget_exceeded` when the source is longer than `stringLength` UTF-16 units (before
+/// lexing) or a budget runs out; `invalid_expression` for lexing and grammar errors (empty
+/// input, trailing tokens, bad escapes, lone surrogate escapes, non-finite numbers, duplicate
+/// record keys); `incomplete_expression` for an unclosed string; `refused_call` for an
+/// unknown `@Helper`; `refused_access` for a forbidden record key, `.field` or reference.
+///
+/// ```
+/// use ui_compiler::expr::{parse_expression, Expr};
+/// use ui_core::{Budget, Code, FrozenClock, UiLimits};
+///
+/// let clock = FrozenClock(0.0);
+/// let mut budget = Budget::new(UiLimits::DEFAULT, &clock);
+/// let expr = parse_expression("$rows.length", &mut budget).unwrap();
+/// assert!(matches!(expr, Expr::Member { .. }));
+///
+/// let err = parse_expression("$v.toString()", &mut budget).unwrap_err();
+/// assert_eq!(err.code, Code::InvalidExpression);
+/// ```
+pub fn parse_expression(source: &str, budget: &mut Budget<'_>) -> Result<Expr, Failure> {
+    if utf16_len(source) as u64 > budget.limits().string_length() {
+        return Err(Failure::new(
+            Code::BudgetExceeded,
+            "The expression is too long.",
+        ));
+    }
+    let mut lexer = Lexer::new(source);
+    let token = lexer.read(budget)?;
+    let mut parser = Parser {
+        lexer,
+        token,
+        budget,
+    };
+    let expr = parser.expression(0, 0)?;
+    if parser.token != Token::End {
+        return Err(unexpected(&parser.token));
+    }
+    Ok(expr)
+}
+
+fn unexpected(token: &Token<'_>) -> Failure {
+    invalid_expression(format!("Unexpected token {}.", token.text()))
+}
+
+struct Parser<'s, 'b, 'c> {
+    lexer: Lexer<'s>,
+    /// The next token (one token of lookahead).
+    token: Token<'s>,
+    budget: &'b mut Budget<'c>,
+}
+
+impl<'s> Parser<'s, '_, '_> {
+    /// Returns the current token and reads the next one.
+    fn take(&mut self) -> Result<Token<'s>, Failure> {
+        let next = self.lexer.read(self.budget)?;
+        Ok(std::mem::replace(&mut self.token, next))
+    }
+
+    /// Takes the symbol `symbol` or fails `invalid_expression` without reading further.
+    fn expect(&mut self, symbol: &str) -> Result<(), Failure> {
+        if !self.token.is_sym(symbol) {
+            return Err(invalid_expression(format!("Expected {symbol}.")));
+        }
+        self.take()?;
+        Ok(())
+    }
+
+    fn expression(&mut self, minimum: u8, depth: u64) -> Result<Expr, Failure> {
+        guard_depth(self.budget, depth)?;
+        self.budget.node()?;
+        let mut left = self.primary(depth + 1)?;
+        loop {
+            let op = match self.token {
+                Token::Sym(symbol) => BinaryOp::parse(symbol),
+                _ => None,
+            };
+            let Some(op) = op.filter(|op| op.precedence() >= minimum) else {
+                break;
+            };
+            self.take()?;
+            self.budget.node()?;
+            let right = self.expression(op.precedence() + 1, depth + 1)?;
+            left = Expr::Binary {
+                op,
+                left: Box::new(left),
+                right: Box::new(right),
+            };
+        }
+        Ok(left)
+    }
+
+    /// A comma-separated list of expressions up to `close`, trailing comma allowed.
+    fn list(&mut self, close: &str, depth: u64) -> Result<Vec<Expr>, Failure> {
+        let mut items = Vec::new();
+        while !self.token.is_sym(close) {
+            items.push(self.expression(0, depth)?);
+            if !self.token.is_sym(",") {
+                break;
+            }
+            self.take()?;
+        }
+        self.expect(close)?;
+        Ok(items)
+    }
+
+    fn record(&mut self, depth: u64) -> Result<Expr, Failure> {
+        let mut entries: Vec<(String, Expr)> = Vec::new();
+        let mut keys: HashSet<String> = HashSet::new();
+        while !self.token.is_sym("}") {
+            let key = match self.take()? {
+                Token::Name(name) => name.to_owned(),
+                Token::Str(value) => value,
+                _ => return Err(invalid_expression("Expected an object key.")),
+            };
+            safe_key(&key)?;
+            if !keys.insert(key.clone()) {
+                return Err(invalid_expression("Duplicate object key."));
+            }
+            self.expect(":")?;
+            let value = self.expression(0, depth)?;
+            entries.push((key, value));
+            if !self.token.is_sym(",") {
+                break;
+            }
+            self.take()?;
+        }
+        self.expect("}")?;
+        Ok(Expr::Object(entries))
+    }
+
+    fn primary(&mut self, mut depth: u64) -> Result<Expr, Failure> {
+        let token = self.take()?;
+        let mut result = match token {
+            Token::Num(text) => {
+                let value = text
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(Value::number)
+                    .ok_or_else(|| invalid_expression("Numbers must be finite."))?;
+                Expr::Literal(value)
+            }
+            Token::Str(value) => Expr::Literal(Value::from(value)),
+            Token::Sym(symbol @ ("!" | "-" | "+")) => {
+                let op = UnaryOp::parse(symbol).unwrap_or(UnaryOp::Not);
+                Expr::Unary {
+                    op,
+                    value: Box::new(self.expression(7, depth)?),
+                }
+            }
+            Token::Sym("(") => {
+                let inner = self.expression(0, depth)?;
+                self.expect(")")?;
+                inner
+            }
+            Token::Sym("[") => Expr::Array(self.list("]", depth)?),
+            Token::Sym("{") => self.record(depth)?,
+            Token::Name(name) if name.starts_with('@') => {
+                let name = &name[1..];
+                if !HELPERS.contains(&name) {
+                    return Err(Failure::new(
+                        Code::RefusedCall,
+                        format!("Unknown helper @{name}."),
+                    ));
+                }
+                self.expect("(")?;
+                Expr::Call {
+                    name: name.to_owned(),
+                    args: self.list(")", depth)?,
+                }
+            }
+            Token::Name("true") => Expr::Literal(Value::Bool(true)),
+            Token::Name("false") => Expr::Literal(Value::Bool(false)),
+            Token::Name("null") => Expr::Literal(Value::Null),
+            Token::Name(name) => {
+                safe_key(name)?;
+                Expr::Reference(name.to_owned())
+            }
+            other => return Err(unexpected(&other)),
+        };
+        while self.token.is_sym(".") || self.token.is_sym("[") {
+            depth += 1;
+            guard_depth(self.budget, depth)?;
+            self.budget.node()?;
+            let key = if self.take()?.is_sym(".") {
+                match self.take()? {
+                    Token::Name(name) if !name.starts_with(['$', '@']) => {
+                        safe_key(name)?;
+                        Expr::Literal(Value::from(name))
+                    }
+                    _ => return Err(invalid_expression("Expected a field name.")),
+                }
+            } else {
+                let key = self.expression(0, depth)?;
+                self.expect("]")?;
+                key
+            };
+            result = Expr::Member {
+                object: Box::new(result),
+                key: Box::new(key),
+            };
+        }
+        Ok(result)
+    }
+}

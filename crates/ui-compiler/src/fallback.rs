@@ -1,0 +1,134 @@
+//! Node fallback text (`catalog.md` §7.2): what a client that cannot draw a node shows.
+
+use ui_core::{Record, Value};
+
+/// The fallback of a node of type `kind` with `props`, given the concatenated fallbacks of
+/// its children (`node_fallback`, `catalog.md` §7.2). Works for unknown types too (they use
+/// the generic rule).
+pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
+    let plain = |key: &str| props.get(key).map(Value::plain_text).unwrap_or_default();
+    let present = |key: &str| props.get(key).filter(|v| !v.is_null());
+    let label_key = if present("label").is_some() {
+        Some("label")
+    } else if props.contains_key("title") {
+        Some("title")
+    } else {
+        None
+    };
+    let label = || label_key.map(plain).unwrap_or_default();
+    match kind {
+        "$text" => plain("text"),
+        "Stat" => {
+            let mut out = label();
+            out.push_str(": ");
+            out.push_str(&plain("value"));
+            if props.get("unit").is_some_and(Value::is_truthy) {
+                out.push(' ');
+                out.push_str(&plain("unit"));
+            }
+            out.push('\n');
+            out
+        }
+        "Source" => format!("{}: {}\n", label(), plain("url")),
+        "Table" => format!("{}\n", json_or_empty(props.get("rows"))),
+        "Chart" => format!("{}\n", json_or_empty(props.get("data"))),
+        "Image" => {
+            let source = ["alt", "attachment", "generated"]
+                .into_iter()
+                .find_map(present)
+                .map_or_else(|| "unavailable".to_owned(), Value::plain_text);
+            format!("[Image: {source}]{children}\n")
+        }
+        _ => {
+            let mut out = String::new();
+            if label_key.is_some() {
+                out.push_str(&label());
+                out.push_str(": ");
+            }
+            let target = present("path")
+                .or_else(|| present("sha"))
+                .map(Some)
+                .or_else(|| (kind == "Node" && props.contains_key("id")).then(|| props.get("id")));
+            if let Some(target) = target {
+                if let Some(v) = target {
+                    v.write_plain(&mut out);
+                }
+                out.push(' ');
+            }
+            out.push_str(children);
+            if let Some(context) = props.get("context").filter(|v| v.is_truthy()) {
+                out.push('\n');
+                context.write_plain(&mut out);
+            }
+            if kind != "Tag" && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out
+        }
+    }
+}
+
+fn json_or_empty(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "[]".to_owned(),
+        Some(v) => v.plain_text(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(json: &str) -> Record {
+        Value::from_json_str(json)
+            .unwrap()
+            .as_record()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn per_component_shapes() {
+        assert_eq!(
+            node_fallback(
+                "Stat",
+                &props(r#"{"label":"D","value":93.5,"unit":"s"}"#),
+                "x"
+            ),
+            "D: 93.5 s\n"
+        );
+        assert_eq!(node_fallback("Stat", &props("{}"), ""), ": \n");
+        assert_eq!(node_fallback("Tag", &props("{}"), "p1"), "p1");
+        assert_eq!(
+            node_fallback("Callout", &props(r#"{"tone":"danger","title":"B"}"#), "W"),
+            "B: W\n"
+        );
+        assert_eq!(
+            node_fallback("File", &props(r#"{"path":"a.yml","line":12}"#), "T"),
+            "a.yml T\n"
+        );
+        assert_eq!(node_fallback("Node", &props(r#"{"id":null}"#), ""), " \n");
+        assert_eq!(
+            node_fallback("Table", &props(r#"{"rows":[{"id":1}]}"#), ""),
+            "[{\"id\":1}]\n"
+        );
+        assert_eq!(node_fallback("Chart", &props("{}"), ""), "[]\n");
+        assert_eq!(
+            node_fallback("Image", &props(r#"{"attachment":"a","alt":""}"#), "cap"),
+            "[Image: ]cap\n"
+        );
+        assert_eq!(
+            node_fallback("Image", &props("{}"), ""),
+            "[Image: unavailable]\n"
+        );
+        assert_eq!(
+            node_fallback("Choice", &props(r#"{"context":"Do it"}"#), "Go"),
+            "Go\nDo it\n"
+        );
+        assert_eq!(
+            node_fallback("Section", &props(r#"{"title":null}"#), "b"),
+            ": b\n"
+        );
+        assert_eq!(node_fallback("$text", &props(r#"{"text":"hi"}"#), ""), "hi");
+    }
+}

@@ -1,0 +1,206 @@
+//! Finding UI blocks in a Markdown reply (`language.md` §3).
+
+use memchr::memchr;
+use ui_core::text::trim_js;
+
+/// One UI fence found in a reply. Offsets are UTF-8 bytes into the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    /// Start of the opening fence line.
+    pub start: usize,
+    /// Start of the block source (just after the opening line).
+    pub code_start: usize,
+    /// End of the block source (start of the closing line, or the end of the text).
+    pub code_end: usize,
+    /// End of the closing line including its line feed, or the end of the text.
+    pub end: usize,
+    /// Whether a closing fence line was found.
+    pub closed: bool,
+}
+
+/// A fence line: marker char, run length, info (without the line terminator).
+fn fence_line(line: &[u8]) -> Option<(u8, usize, &[u8])> {
+    let indent = line.iter().take(4).take_while(|&&b| b == b' ').count();
+    if indent > ui_core::limits::MAX_FENCE_INDENT {
+        return None;
+    }
+    let rest = &line[indent..];
+    let marker = *rest.first()?;
+    if marker != b'`' && marker != b'~' {
+        return None;
+    }
+    let run = rest.iter().take_while(|&&b| b == marker).count();
+    if run < ui_core::limits::MIN_FENCE_RUN {
+        return None;
+    }
+    let info = &rest[run..];
+    let info_end = info
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(info.len());
+    Some((marker, run, &info[..info_end]))
+}
+
+fn info_text(info: &[u8]) -> &str {
+    // Lines are split at ASCII bytes, so `info` is always valid UTF-8.
+    trim_js(std::str::from_utf8(info).unwrap_or(""))
+}
+
+/// Scans `text` for fences and returns the UI fences (info string equal to `language`
+/// after trimming), in order. An unclosed UI fence at the end is returned with
+/// `closed == false`. Fences nested in another fence are content.
+pub fn scan_fences(text: &str, language: &str) -> Vec<Fence> {
+    let mut out = Vec::new();
+    scan_fences_with(text, language, |f| {
+        out.push(f);
+        true
+    });
+    out
+}
+
+/// Like [`scan_fences`], calling `visit` for each UI fence as it is found; scanning stops
+/// when `visit` returns `false`.
+pub fn scan_fences_with(text: &str, language: &str, mut visit: impl FnMut(Fence) -> bool) {
+    let b = text.as_bytes();
+    let mut pos = 0;
+    // (marker, run, start, code_start, is_ui)
+    let mut open: Option<(u8, usize, usize, usize, bool)> = None;
+    while pos < b.len() {
+        let line_end = memchr(b'\n', &b[pos..]).map_or(b.len(), |i| pos + i + 1);
+        let line = &b[pos..line_end];
+        match open {
+            None => {
+                if let Some((marker, run, info)) = fence_line(line) {
+                    let ui = info_text(info) == language;
+                    open = Some((marker, run, pos, line_end, ui));
+                }
+            }
+            Some((marker, run, start, code_start, ui)) => {
+                if let Some((m, r, info)) = fence_line(line)
+                    && m == marker
+                    && r >= run
+                    && info_text(info).is_empty()
+                {
+                    open = None;
+                    if ui
+                        && !visit(Fence {
+                            start,
+                            code_start,
+                            code_end: pos,
+                            end: line_end,
+                            closed: true,
+                        })
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        pos = line_end;
+    }
+    if let Some((_, _, start, code_start, true)) = open {
+        visit(Fence {
+            start,
+            code_start: code_start.min(b.len()),
+            code_end: b.len(),
+            end: b.len(),
+            closed: false,
+        });
+    }
+}
+
+/// Whether `text` has a line that opens a fence with `language` (`uiHasFence`, §3.7): a
+/// cheap test that ignores nesting; only spaces and tabs may surround the language.
+pub fn has_fence(text: &str, language: &str) -> bool {
+    // JS multiline `^`/`$` split lines at LF, CR, U+2028 and U+2029.
+    text.split(['\n', '\r', '\u{2028}', '\u{2029}'])
+        .any(|line| {
+            let b = line.as_bytes();
+            let indent = b.iter().take(4).take_while(|&&c| c == b' ').count();
+            if indent > 3 {
+                return false;
+            }
+            let rest = &line[indent..];
+            let Some(marker) = rest.bytes().next().filter(|&c| c == b'`' || c == b'~') else {
+                return false;
+            };
+            let run = rest.bytes().take_while(|&c| c == marker).count();
+            if run < 3 {
+                return false;
+            }
+            rest[run..].trim_matches([' ', '\t']) == language
+        })
+}
+
+/// Whether `text` may name something the host owns (`uiMayReferenceHost`, §3.7): it holds
+/// `@Query` or a `<File`, `<Diff`, `<Commit` or `<Node` tag.
+pub fn may_reference_host(text: &str) -> bool {
+    if text.contains("@Query") {
+        return true;
+    }
+    let b = text.as_bytes();
+    let mut from = 0;
+    while let Some(i) = memchr(b'<', &b[from..]) {
+        let at = from + i + 1;
+        for name in ["File", "Diff", "Commit", "Node"] {
+            if b[at..].starts_with(name.as_bytes()) {
+                let next = b.get(at + name.len());
+                if !next.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_') {
+                    return true;
+                }
+            }
+        }
+        from = at;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources<'a>(text: &'a str, lang: &str) -> Vec<(&'a str, bool)> {
+        scan_fences(text, lang)
+            .into_iter()
+            .map(|f| (&text[f.code_start..f.code_end], f.closed))
+            .collect()
+    }
+
+    #[test]
+    fn backticks_tildes_and_indentation() {
+        assert_eq!(sources("```ui\na\n```\n", "ui"), [("a\n", true)]);
+        assert_eq!(sources("~~~~ ui \na\n~~~~~\n", "ui"), [("a\n", true)]);
+        assert_eq!(sources("   ```ui\na\n   ```", "ui"), [("a\n", true)]);
+        assert!(sources("    ```ui\na\n```\n", "ui").is_empty());
+        assert!(sources("```UI\na\n```\n", "ui").is_empty());
+        assert!(sources("```ui extra\na\n```\n", "ui").is_empty());
+        // A shorter or different closing run is content.
+        assert_eq!(
+            sources("````ui\n```\n~~~~\n````\n", "ui"),
+            [("```\n~~~~\n", true)]
+        );
+    }
+
+    #[test]
+    fn nested_fences_are_content_and_unclosed_fences_stream() {
+        assert!(sources("````md\n```ui\nx\n```\n````\n", "ui").is_empty());
+        assert_eq!(sources("```ui\n<Summary>", "ui"), [("<Summary>", false)]);
+        assert_eq!(sources("text\n```ui", "ui"), [("", false)]);
+        assert_eq!(sources("```widget\nx\n```", "widget"), [("x\n", true)]);
+        // CRLF: the CR belongs to the line; a closing line may end in CR.
+        assert_eq!(sources("```ui\r\nx\r\n```\r\n", "ui"), [("x\r\n", true)]);
+    }
+
+    #[test]
+    fn cheap_tests() {
+        assert!(has_fence("x\n```ui\n", "ui"));
+        assert!(has_fence("foo\r```ui\n", "ui"));
+        assert!(has_fence("  ~~~ \tui\t", "ui"));
+        assert!(!has_fence("```ui extra", "ui"));
+        assert!(may_reference_host("<File path=\"a\"/>"));
+        assert!(may_reference_host("$q = @Query(\"a\", {})"));
+        assert!(!may_reference_host("<Nodes/>"));
+        assert!(may_reference_host("<Node id=\"x\"/>"));
+        assert!(!may_reference_host("plain"));
+    }
+}

@@ -1,0 +1,780 @@
+//! The block parser (`language.md` §5–§8): declarations, tags, props, text and text
+//! expressions, with streaming semantics and line-level recovery.
+//!
+//! The parser never fails on bad input: it returns the syntax tree plus diagnostics. The one
+//! exception is a whole-block failure (a budget, or a forbidden declaration name), which the
+//! compiler turns into the block's single diagnostic (§12.3).
+
+use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len};
+use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
+
+use crate::expr::{Expr, parse_expression};
+
+/// A parsed declaration: `$name = value`.
+#[derive(Debug, Clone)]
+pub(crate) struct Decl {
+    /// The name with its `$`.
+    pub(crate) name: String,
+    pub(crate) expr: Expr,
+}
+
+/// What a syntax node is.
+#[derive(Debug, Clone)]
+pub(crate) enum SynKind {
+    /// A literal text run (or `CodeBlock` content).
+    Text(String),
+    /// A `{expression}` in text; `None` while the braces are still open (streaming).
+    TextExpr(Option<Expr>),
+    /// A tag with its props in written order.
+    Tag {
+        name: String,
+        props: Vec<(String, Expr)>,
+    },
+}
+
+/// One syntax node; offsets are UTF-8 bytes into the block source.
+#[derive(Debug, Clone)]
+pub(crate) struct SynNode {
+    pub(crate) kind: SynKind,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) complete: bool,
+    pub(crate) children: Vec<usize>,
+}
+
+/// The parse result: declarations, the node arena with its top-level list, diagnostics.
+#[derive(Debug, Default)]
+pub(crate) struct Syntax {
+    pub(crate) decls: Vec<Decl>,
+    pub(crate) nodes: Vec<SynNode>,
+    pub(crate) top: Vec<usize>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Shared state for building diagnostics of one block: ids, offsets and the cap.
+pub(crate) struct DiagSink<'a> {
+    pub(crate) block_id: &'a str,
+    pub(crate) map: &'a Utf16Map,
+    pub(crate) cap: usize,
+}
+
+impl DiagSink<'_> {
+    /// A node id for a node starting at byte `start`.
+    pub(crate) fn node_id(&self, start: usize) -> String {
+        format!("{}:{}", self.block_id, self.map.utf16(start))
+    }
+
+    /// Converts a byte range to UTF-16.
+    pub(crate) fn range(&self, start: usize, end: usize) -> TextRange {
+        TextRange::new(self.map.utf16(start) as u32, self.map.utf16(end) as u32)
+    }
+
+    /// Appends a diagnostic unless the cap is reached.
+    pub(crate) fn push(
+        &self,
+        out: &mut Vec<Diagnostic>,
+        failure: Failure,
+        start: usize,
+        end: usize,
+        node_start: Option<usize>,
+    ) {
+        if out.len() >= self.cap {
+            return;
+        }
+        let mut d = Diagnostic::new(failure, self.range(start, end))
+            .with_bytes(TextRange::new(start as u32, end as u32));
+        if let Some(s) = node_start {
+            d = d.with_node(self.node_id(s));
+        }
+        out.push(d);
+    }
+}
+
+/// UTF-16 units of the character a UTF-8 byte starts (0 for continuation bytes).
+#[inline]
+fn units_of(b: u8) -> u64 {
+    if b < 0x80 {
+        1
+    } else if b >= 0xF0 {
+        2
+    } else if b >= 0xC0 {
+        1
+    } else {
+        0
+    }
+}
+
+fn units_in(bytes: &[u8]) -> u64 {
+    if bytes.is_ascii() {
+        bytes.len() as u64
+    } else {
+        bytes.iter().map(|&b| units_of(b)).sum()
+    }
+}
+
+fn fail(code: Code, message: impl Into<Box<str>>) -> Failure {
+    Failure::new(code, message)
+}
+
+#[inline]
+fn is_name_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+#[inline]
+fn is_name_continue(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+struct Parser<'s, 'b, 'c> {
+    src: &'s str,
+    b: &'s [u8],
+    pos: usize,
+    fin: bool,
+    budget: &'b mut Budget<'c>,
+    sink: &'s DiagSink<'s>,
+    out: Syntax,
+    stack: Vec<usize>,
+}
+
+/// Parses one block source. `Err` is a whole-block failure.
+pub(crate) fn parse(
+    src: &str,
+    fin: bool,
+    sink: &DiagSink<'_>,
+    budget: &mut Budget<'_>,
+) -> Result<Syntax, Failure> {
+    let limit = budget.limits().characters();
+    if utf16_len(src) as u64 > limit {
+        return Err(fail(
+            Code::BudgetExceeded,
+            format!("The block is longer than {limit} characters."),
+        ));
+    }
+    let mut p = Parser {
+        src,
+        b: src.as_bytes(),
+        pos: 0,
+        fin,
+        budget,
+        sink,
+        out: Syntax::default(),
+        stack: Vec::new(),
+    };
+    p.declarations()?;
+    p.body()?;
+    Ok(p.out)
+}
+
+impl Parser<'_, '_, '_> {
+    fn len(&self) -> usize {
+        self.b.len()
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.b.len()
+    }
+
+    fn diag(&mut self, failure: Failure, start: usize, end: usize, node: Option<usize>) {
+        let node_start = node.map(|i| self.out.nodes[i].start);
+        self.sink
+            .push(&mut self.out.diagnostics, failure, start, end, node_start);
+    }
+
+    /// Charges one step per UTF-16 unit of `src[from..to]`.
+    fn charge(&mut self, from: usize, to: usize) -> Result<(), Failure> {
+        let n = units_in(&self.b[from..to]);
+        self.budget.step(n)
+    }
+
+    /// The char at byte `at`, if any.
+    fn char_at(&self, at: usize) -> Option<char> {
+        self.src.get(at..).and_then(|s| s.chars().next())
+    }
+
+    /// Skips W, one step per unit.
+    fn skip_ws(&mut self) -> Result<(), Failure> {
+        let from = self.pos;
+        while let Some(c) = self.char_at(self.pos) {
+            if !is_js_whitespace(c) {
+                break;
+            }
+            self.pos += c.len_utf8();
+        }
+        self.charge(from, self.pos)
+    }
+
+    fn match_tag_name(&mut self) -> Option<&'_ str> {
+        let start = self.pos;
+        if self.pos < self.len() && self.b[self.pos].is_ascii_alphabetic() {
+            self.pos += 1;
+            while self.pos < self.len() && self.b[self.pos].is_ascii_alphanumeric() {
+                self.pos += 1;
+            }
+            Some(&self.src[start..self.pos])
+        } else {
+            None
+        }
+    }
+
+    fn match_prop_name(&mut self) -> Option<&'_ str> {
+        let start = self.pos;
+        if self.pos < self.len() && is_name_start(self.b[self.pos]) {
+            self.pos += 1;
+            while self.pos < self.len() && is_name_continue(self.b[self.pos]) {
+                self.pos += 1;
+            }
+            Some(&self.src[start..self.pos])
+        } else {
+            None
+        }
+    }
+
+    // ---- declarations (§6) ----
+
+    fn declarations(&mut self) -> Result<(), Failure> {
+        loop {
+            self.skip_ws()?;
+            if self.at_end() || self.b[self.pos] != b'$' {
+                return Ok(());
+            }
+            let start = self.pos;
+            let Some((name_end, value_start)) = self.match_declaration_head() else {
+                if self.fin {
+                    self.diag(
+                        fail(
+                            Code::InvalidDeclaration,
+                            "Expected a declaration `$name = value`.",
+                        ),
+                        start,
+                        start,
+                        None,
+                    );
+                }
+                self.pos = self.len();
+                return Ok(());
+            };
+            let bare = &self.src[start + 1..name_end];
+            // A forbidden declaration name fails the whole block (§6 step 2).
+            check_key(bare)?;
+            let name = self.src[start..name_end].to_owned();
+            self.pos = value_start;
+            self.scan_declaration_value()?;
+            let value_end = self.pos;
+            let terminated = !self.at_end();
+            let result = if self.out.decls.iter().any(|d| d.name == name) {
+                Err(fail(
+                    Code::DuplicateDeclaration,
+                    format!("`{name}` is declared twice."),
+                ))
+            } else {
+                parse_expression(trim_js(&self.src[value_start..value_end]), self.budget)
+            };
+            match result {
+                Ok(expr) => self.out.decls.push(Decl { name, expr }),
+                Err(f) if f.code == Code::BudgetExceeded => return Err(f),
+                Err(f) => {
+                    if self.fin || terminated {
+                        self.diag(f, start, value_end, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Matches `\$NAME W* =` at `pos`; returns the end of the name and the offset after `=`.
+    fn match_declaration_head(&self) -> Option<(usize, usize)> {
+        let b = self.b;
+        let mut p = self.pos + 1;
+        if p >= b.len() || !is_name_start(b[p]) {
+            return None;
+        }
+        p += 1;
+        while p < b.len() && is_name_continue(b[p]) {
+            p += 1;
+        }
+        let name_end = p;
+        while let Some(c) = self.char_at(p) {
+            if !is_js_whitespace(c) {
+                break;
+            }
+            p += c.len_utf8();
+        }
+        (p < b.len() && b[p] == b'=').then_some((name_end, p + 1))
+    }
+
+    /// Scans a declaration value up to an unquoted line feed at bracket depth ≤ 0.
+    fn scan_declaration_value(&mut self) -> Result<(), Failure> {
+        let mut depth: i64 = 0;
+        let mut quote: Option<u8> = None;
+        let from = self.pos;
+        while self.pos < self.len() {
+            let c = self.b[self.pos];
+            if let Some(q) = quote {
+                if c == b'\\' {
+                    self.pos += 1;
+                    if self.pos < self.len() {
+                        self.pos += 1;
+                    }
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+                self.pos += 1;
+                continue;
+            }
+            match c {
+                b'\n' if depth <= 0 => break,
+                b'"' | b'\'' => quote = Some(c),
+                b'[' | b'{' | b'(' => {
+                    depth += 1;
+                    self.budget.depth(depth as u64)?;
+                }
+                b']' | b'}' | b')' => depth -= 1,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        // Normalise to a char boundary (escapes may skip into a multi-byte char).
+        while !self.src.is_char_boundary(self.pos) {
+            self.pos += 1;
+        }
+        self.charge(from, self.pos)
+    }
+
+    // ---- body (§5) ----
+
+    fn body(&mut self) -> Result<(), Failure> {
+        while !self.at_end() {
+            self.budget.step(1)?;
+            self.budget.depth(self.stack.len() as u64)?;
+            let start = self.pos;
+            let result = match self.b[self.pos] {
+                b'<' => self.tag(),
+                b'{' => self.text_expression(),
+                _ => self.text_run(),
+            };
+            if let Err(f) = result {
+                if f.code == Code::BudgetExceeded {
+                    return Err(f);
+                }
+                self.diag(f, start, self.pos, None);
+                if self.pos <= start {
+                    self.pos = start + self.char_at(start).map_or(1, char::len_utf8);
+                }
+                let from = self.pos;
+                while self.pos < self.len() && !matches!(self.b[self.pos], b'\n' | b'<') {
+                    self.pos += 1;
+                }
+                self.charge(from, self.pos)?;
+            }
+        }
+        let len = self.len();
+        for idx in std::mem::take(&mut self.stack) {
+            self.out.nodes[idx].end = len;
+            if self.fin {
+                let start = self.out.nodes[idx].start;
+                let name = self.tag_name(idx);
+                self.diag(
+                    fail(Code::UnclosedTag, format!("`<{name}>` is not closed.")),
+                    start,
+                    len,
+                    Some(idx),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn tag_name(&self, idx: usize) -> String {
+        match &self.out.nodes[idx].kind {
+            SynKind::Tag { name, .. } => name.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn add_node(&mut self, kind: SynKind, start: usize, end: usize, complete: bool) -> usize {
+        let idx = self.out.nodes.len();
+        self.out.nodes.push(SynNode {
+            kind,
+            start,
+            end,
+            complete,
+            children: Vec::new(),
+        });
+        match self.stack.last() {
+            Some(&parent) => self.out.nodes[parent].children.push(idx),
+            None => self.out.top.push(idx),
+        }
+        idx
+    }
+
+    // ---- text (§7.4) ----
+
+    fn text_run(&mut self) -> Result<(), Failure> {
+        let start = self.pos;
+        while self.pos < self.len() && !matches!(self.b[self.pos], b'<' | b'{') {
+            self.pos += 1;
+        }
+        self.charge(start, self.pos)?;
+        let text = &self.src[start..self.pos];
+        let droppable = text.chars().all(is_js_whitespace) && text.contains(['\n', '\r']);
+        if !droppable {
+            self.budget.node()?;
+            let text = text.to_owned();
+            self.add_node(SynKind::Text(text), start, self.pos, true);
+        }
+        Ok(())
+    }
+
+    // ---- text expressions (§7.3) ----
+
+    fn text_expression(&mut self) -> Result<(), Failure> {
+        let start = self.pos;
+        self.budget.node()?;
+        match self.balanced()? {
+            Some((from, to)) => {
+                let expr = parse_expression(&self.src[from..to], self.budget)?;
+                self.add_node(SynKind::TextExpr(Some(expr)), start, self.pos, true);
+            }
+            None => {
+                self.add_node(SynKind::TextExpr(None), start, self.pos, false);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a balanced `{…}` body at `pos` (which is `{`). Returns the body's byte range,
+    /// or `None` when input ended first while streaming.
+    fn balanced(&mut self) -> Result<Option<(usize, usize)>, Failure> {
+        self.pos += 1;
+        let from = self.pos;
+        let mut depth: u64 = 1;
+        let mut quote: Option<u8> = None;
+        while self.pos < self.len() {
+            let c = self.b[self.pos];
+            if let Some(q) = quote {
+                if c == b'\\' {
+                    self.pos += 2;
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+                self.pos += 1;
+                continue;
+            }
+            match c {
+                b'"' | b'\'' => quote = Some(c),
+                b'{' => {
+                    depth += 1;
+                    self.budget.depth(depth)?;
+                }
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        let body_end = self.pos;
+                        self.pos += 1;
+                        self.charge(from, self.pos)?;
+                        return Ok(Some((from, body_end)));
+                    }
+                }
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        self.pos = self.len();
+        self.charge(from, self.pos)?;
+        if self.fin {
+            return Err(fail(
+                Code::IncompleteExpression,
+                "The expression is not closed with `}`.",
+            ));
+        }
+        Ok(None)
+    }
+
+    // ---- tags (§7.1, §7.2, §7.5) ----
+
+    fn tag(&mut self) -> Result<(), Failure> {
+        let start = self.pos;
+        self.pos += 1;
+        if self.pos < self.len() && self.b[self.pos] == b'/' {
+            return self.closing_tag();
+        }
+        let Some(name) = self.match_tag_name().map(str::to_owned) else {
+            if !self.fin && self.at_end() {
+                return Ok(());
+            }
+            return Err(fail(Code::InvalidTag, "Expected a tag name after `<`."));
+        };
+        self.budget.node()?;
+        let code_block = name == "CodeBlock";
+        let idx = self.add_node(
+            SynKind::Tag {
+                name,
+                props: Vec::new(),
+            },
+            start,
+            self.pos,
+            false,
+        );
+        while !self.at_end() {
+            self.skip_ws()?;
+            if self.b[self.pos..].starts_with(b"/>") {
+                self.pos += 2;
+                let node = &mut self.out.nodes[idx];
+                node.complete = true;
+                node.end = self.pos;
+                return Ok(());
+            }
+            if self.pos < self.len() && self.b[self.pos] == b'>' {
+                self.pos += 1;
+                if code_block {
+                    return self.code_block(idx);
+                }
+                self.out.nodes[idx].end = self.pos;
+                self.stack.push(idx);
+                return Ok(());
+            }
+            let name_start = self.pos;
+            let Some(prop) = self.match_prop_name().map(str::to_owned) else {
+                return self.wait_or(idx, Code::InvalidProp, "Expected a prop name.");
+            };
+            if let Err(f) = check_key(&prop) {
+                // The name is refused before it is consumed.
+                self.pos = name_start;
+                return Err(f);
+            }
+            self.skip_ws()?;
+            if self.at_end() {
+                return self.wait_or(idx, Code::InvalidSyntax, "Expected `=` after a prop name.");
+            }
+            if self.b[self.pos] != b'=' {
+                return Err(fail(
+                    Code::InvalidSyntax,
+                    format!("Expected `=` after the prop `{prop}`."),
+                ));
+            }
+            self.pos += 1;
+            self.skip_ws()?;
+            if self.at_end() {
+                return self.wait_or(idx, Code::InvalidProp, "Expected a prop value.");
+            }
+            let value_start = self.pos;
+            let value: (usize, usize) = match self.b[self.pos] {
+                b'{' => match self.balanced()? {
+                    Some(range) => range,
+                    None => {
+                        self.out.nodes[idx].end = self.len();
+                        return Ok(());
+                    }
+                },
+                q @ (b'"' | b'\'') => match self.quoted(q)? {
+                    Some(range) => range,
+                    None => {
+                        self.partial_prop(idx, prop, value_start)?;
+                        return Ok(());
+                    }
+                },
+                _ => {
+                    return Err(fail(
+                        Code::InvalidProp,
+                        format!("The value of `{prop}` must be quoted or in braces."),
+                    ));
+                }
+            };
+            if self.props_of(idx).iter().any(|(n, _)| *n == prop) {
+                return Err(fail(
+                    Code::DuplicateProp,
+                    format!("The prop `{prop}` is written twice."),
+                ));
+            }
+            let expr = parse_expression(&self.src[value.0..value.1], self.budget)?;
+            self.props_of(idx).push((prop, expr));
+        }
+        let len = self.len();
+        self.out.nodes[idx].end = len;
+        if self.fin {
+            self.diag(
+                fail(Code::UnclosedTag, "The tag is incomplete."),
+                start,
+                len,
+                Some(idx),
+            );
+        }
+        Ok(())
+    }
+
+    /// At the end of input inside a tag: wait for more text while streaming, else fail.
+    fn wait_or(&mut self, idx: usize, code: Code, message: &str) -> Result<(), Failure> {
+        if self.at_end() && !self.fin {
+            self.out.nodes[idx].end = self.len();
+            return Ok(());
+        }
+        Err(fail(code, message))
+    }
+
+    fn props_of(&mut self, idx: usize) -> &mut Vec<(String, Expr)> {
+        match &mut self.out.nodes[idx].kind {
+            SynKind::Tag { props, .. } => props,
+            _ => unreachable!("props_of is only called on tags"),
+        }
+    }
+
+    /// Scans a quoted value at `pos`. Returns the byte range including both quotes, or
+    /// `None` (pos at the end) when the quote is still open while streaming. A final block
+    /// with an open quote fails `incomplete_expression` via the expression lexer.
+    fn quoted(&mut self, q: u8) -> Result<Option<(usize, usize)>, Failure> {
+        let open = self.pos;
+        self.pos += 1;
+        while self.pos < self.len() {
+            let c = self.b[self.pos];
+            if c == b'\\' {
+                self.pos += 2;
+                continue;
+            }
+            self.pos += 1;
+            if c == q {
+                self.charge(open, self.pos)?;
+                return Ok(Some((open, self.pos)));
+            }
+        }
+        self.pos = self.len();
+        self.charge(open, self.pos)?;
+        if self.fin {
+            // Parse the unclosed text so the lexer reports it.
+            parse_expression(&self.src[open..], self.budget)?;
+            return Err(fail(
+                Code::IncompleteExpression,
+                "The quoted value is not closed.",
+            ));
+        }
+        Ok(None)
+    }
+
+    /// A quoted prop still open at the end of a streaming prefix: the text so far.
+    fn partial_prop(&mut self, idx: usize, prop: String, open: usize) -> Result<(), Failure> {
+        let len = self.len();
+        self.out.nodes[idx].end = len;
+        let q = self.b[open];
+        let mut raw = &self.src[open..];
+        if ends_with_lone_backslash(&raw[1..]) {
+            raw = &raw[..raw.len() - 1];
+        }
+        let mut text = String::with_capacity(raw.len() + 1);
+        text.push_str(raw);
+        text.push(q as char);
+        match parse_expression(&text, self.budget) {
+            Ok(expr) => self.props_of(idx).push((prop, expr)),
+            Err(f) if f.code == Code::BudgetExceeded => return Err(f),
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    fn code_block(&mut self, idx: usize) -> Result<(), Failure> {
+        const CLOSE: &str = "</CodeBlock>";
+        let content_start = self.pos;
+        let rest = &self.src[content_start..];
+        let (content_end, closed) = match rest.find(CLOSE) {
+            Some(i) => (content_start + i, true),
+            None => (self.len(), false),
+        };
+        self.budget.node()?;
+        let text = self.src[content_start..content_end].to_owned();
+        // The content node is a child of the CodeBlock, which is never on the stack.
+        let child = self.out.nodes.len();
+        self.out.nodes.push(SynNode {
+            kind: SynKind::Text(text),
+            start: content_start,
+            end: content_end,
+            complete: true,
+            children: Vec::new(),
+        });
+        self.out.nodes[idx].children.push(child);
+        if closed {
+            self.pos = content_end + CLOSE.len();
+            let node = &mut self.out.nodes[idx];
+            node.complete = true;
+            node.end = self.pos;
+        } else {
+            self.pos = self.len();
+            let len = self.len();
+            self.out.nodes[idx].end = len;
+            if self.fin {
+                let start = self.out.nodes[idx].start;
+                self.diag(
+                    fail(Code::UnclosedTag, "`<CodeBlock>` is not closed."),
+                    start,
+                    len,
+                    Some(idx),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn closing_tag(&mut self) -> Result<(), Failure> {
+        self.pos += 1;
+        let Some(name) = self.match_tag_name().map(str::to_owned) else {
+            if !self.fin && self.at_end() {
+                return Ok(());
+            }
+            return Err(fail(Code::InvalidTag, "Expected a tag name after `</`."));
+        };
+        self.skip_ws()?;
+        if self.at_end() {
+            if !self.fin {
+                return Ok(());
+            }
+            return Err(fail(
+                Code::InvalidSyntax,
+                format!("Expected `>` to close `</{name}`."),
+            ));
+        }
+        if self.b[self.pos] != b'>' {
+            return Err(fail(
+                Code::InvalidSyntax,
+                format!("Expected `>` to close `</{name}`."),
+            ));
+        }
+        self.pos += 1;
+        let Some(at) = self.stack.iter().rposition(
+            |&i| matches!(&self.out.nodes[i].kind, SynKind::Tag { name: n, .. } if *n == name),
+        ) else {
+            return Err(fail(
+                Code::UnmatchedTag,
+                format!("`</{name}>` closes no open tag."),
+            ));
+        };
+        let closed: Vec<usize> = self.stack.drain(at..).collect();
+        let end = self.pos;
+        for (k, idx) in closed.into_iter().enumerate() {
+            self.out.nodes[idx].end = end;
+            if k == 0 {
+                self.out.nodes[idx].complete = true;
+            } else {
+                let start = self.out.nodes[idx].start;
+                let inner = self.tag_name(idx);
+                self.diag(
+                    fail(
+                        Code::UnclosedTag,
+                        format!("`<{inner}>` is closed by `</{name}>`."),
+                    ),
+                    start,
+                    end,
+                    Some(idx),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `s` ends with a backslash that escapes nothing.
+fn ends_with_lone_backslash(s: &str) -> bool {
+    let n = s.bytes().rev().take_while(|&b| b == b'\\').count();
+    n % 2 == 1
+}

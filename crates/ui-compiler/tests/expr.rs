@@ -1,0 +1,1110 @@
+//! The expression language through its public API: grammar, JS semantics, helpers, the wire
+//! shape and the cost model (`language.md` §10 and §19.2).
+
+use proptest::prelude::*;
+use serde_json::json;
+use ui_compiler::expr::{BinaryOp, Expr, UnaryOp, evaluate, evaluate_in_scope, parse_expression};
+use ui_core::{Budget, Code, Failure, FrozenClock, Record, UiLimits, Value};
+
+static CLOCK: FrozenClock = FrozenClock(0.0);
+
+fn budget_with(limits: UiLimits) -> Budget<'static> {
+    Budget::new(limits, &CLOCK)
+}
+
+fn budget() -> Budget<'static> {
+    budget_with(UiLimits::DEFAULT)
+}
+
+/// The variables most tests evaluate against.
+fn vars() -> Record {
+    let value = Value::from_json_str(
+        r#"{
+            "$n": 2,
+            "$s": "text",
+            "$l": [10, 20, 30],
+            "$r": {"name": "prod", "1": "one", "n": 5},
+            "$recs": [{"n": 1, "k": "a"}, {"n": 2, "k": "b"}, {"n": 3, "k": "c"}],
+            "$nums": [1, 2, 3],
+            "$empty": [],
+            "$t": true,
+            "$f": false,
+            "$null": null,
+            "x": 99
+        }"#,
+    )
+    .unwrap();
+    value.as_record().unwrap().clone()
+}
+
+fn parse(source: &str) -> Expr {
+    parse_expression(source, &mut budget())
+        .unwrap_or_else(|e| panic!("`{source}` should parse: {e}"))
+}
+
+fn parse_err(source: &str) -> Failure {
+    match parse_expression(source, &mut budget()) {
+        Ok(expr) => panic!("`{source}` should not parse, got {expr:?}"),
+        Err(e) => e,
+    }
+}
+
+fn run(source: &str) -> Result<Value, Failure> {
+    let mut budget = budget();
+    let expr = parse_expression(source, &mut budget)?;
+    evaluate(&expr, &vars(), &mut budget)
+}
+
+/// The value of `source` as JavaScript's `JSON.stringify` would print it.
+fn ok(source: &str) -> String {
+    match run(source) {
+        Ok(value) => value.to_js_json(),
+        Err(e) => panic!("`{source}` failed: {e}"),
+    }
+}
+
+/// The failure code of `source`, which must parse.
+fn eval_err(source: &str) -> Code {
+    let expr = parse(source);
+    match evaluate(&expr, &vars(), &mut budget()) {
+        Ok(value) => panic!("`{source}` should fail, got {}", value.to_js_json()),
+        Err(e) => e.code,
+    }
+}
+
+fn wire(json: serde_json::Value) -> Expr {
+    serde_json::from_value(json).unwrap()
+}
+
+fn lit(value: impl Into<Value>) -> Expr {
+    Expr::Literal(value.into())
+}
+
+fn reference(name: &str) -> Expr {
+    Expr::Reference(name.to_owned())
+}
+
+fn field(object: Expr, name: &str) -> Expr {
+    Expr::Member {
+        object: Box::new(object),
+        key: Box::new(lit(name)),
+    }
+}
+
+fn bin(op: BinaryOp, left: Expr, right: Expr) -> Expr {
+    Expr::Binary {
+        op,
+        left: Box::new(left),
+        right: Box::new(right),
+    }
+}
+
+fn un(op: UnaryOp, value: Expr) -> Expr {
+    Expr::Unary {
+        op,
+        value: Box::new(value),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Grammar, precedence, associativity.
+
+#[test]
+fn precedence_and_associativity() {
+    assert_eq!(ok("1 + 2 * 3"), "7");
+    assert_eq!(ok("(1 + 2) * 3"), "9");
+    assert_eq!(ok("10 - 4 - 3"), "3");
+    assert_eq!(ok("2 * 3 % 4"), "2");
+    assert_eq!(ok("16 / 4 / 2"), "2");
+    assert_eq!(ok("1 + 2 == 3"), "true");
+    assert_eq!(ok("1 < 2 == 2 < 3"), "true");
+    assert_eq!(ok("true || false && false"), "true");
+    assert_eq!(ok("$n * 3 > 5 && $s == \"text\""), "true");
+    assert_eq!(
+        parse("10 - 4 - 3"),
+        bin(BinaryOp::Sub, bin(BinaryOp::Sub, lit(10), lit(4)), lit(3))
+    );
+    assert_eq!(
+        parse("1 || 2 && 3"),
+        bin(BinaryOp::Or, lit(1), bin(BinaryOp::And, lit(2), lit(3)))
+    );
+}
+
+#[test]
+fn comparison_chains_parse_and_fail_at_evaluation() {
+    let expr = parse("1 < 2 < 3");
+    assert_eq!(
+        expr,
+        bin(BinaryOp::Lt, bin(BinaryOp::Lt, lit(1), lit(2)), lit(3))
+    );
+    assert_eq!(eval_err("1 < 2 < 3"), Code::InvalidValue);
+}
+
+#[test]
+fn prefix_operators_bind_tighter_than_binary_but_looser_than_postfix() {
+    assert_eq!(
+        parse("!a == b"),
+        bin(
+            BinaryOp::Eq,
+            un(UnaryOp::Not, reference("a")),
+            reference("b")
+        )
+    );
+    assert_eq!(parse("-a.b"), un(UnaryOp::Neg, field(reference("a"), "b")));
+    assert_eq!(parse("--1"), un(UnaryOp::Neg, un(UnaryOp::Neg, lit(1))));
+    assert_eq!(ok("--1"), "1");
+    assert_eq!(ok("-$r.n"), "-5");
+    assert_eq!(ok("!$f == true"), "true");
+    assert_eq!(ok("+-+2"), "-2");
+    assert_eq!(ok("-2 * 3"), "-6");
+    assert_eq!(eval_err("-\"text\""), Code::InvalidValue);
+    assert_eq!(eval_err("+\"5\""), Code::InvalidValue);
+}
+
+#[test]
+fn literals_keywords_and_postfix_chains() {
+    assert_eq!(
+        ok("[1, \"a\", true, false, null,]"),
+        r#"[1,"a",true,false,null]"#
+    );
+    assert_eq!(
+        ok("{a: 1, \"b c\": [2], $d: null,}"),
+        r#"{"a":1,"b c":[2],"$d":null}"#
+    );
+    assert_eq!(ok("{}"), "{}");
+    assert_eq!(ok("[]"), "[]");
+    assert_eq!(ok("{t: {u: [5, 6]}}.t.u[1]"), "6");
+    assert_eq!(ok("$recs[1].k"), "\"b\"");
+    assert_eq!(ok("{true: 1}.true"), "1");
+    assert_eq!(ok("@Count([1, 2,])"), "2");
+    assert_eq!(ok("1."), "1");
+    assert_eq!(ok(".5"), "0.5");
+    assert_eq!(ok("1e3"), "1000");
+    assert_eq!(ok("01"), "1");
+    assert_eq!(ok("1E+2 + 2e-1"), "100.2");
+    assert_eq!(ok(" \u{A0}\u{FEFF}\t1\u{3000}"), "1");
+    assert_eq!(ok("x"), "99");
+}
+
+#[test]
+fn grammar_errors() {
+    for source in [
+        "",
+        "   ",
+        "1 +",
+        "(1",
+        "[1",
+        "[,]",
+        "{,}",
+        "{1: 2}",
+        "{a 1}",
+        "{a: 1 b: 2}",
+        "fetch(\"x\")",
+        "$v.toString()",
+        "() => 1",
+        "a ? b : c",
+        "$a.0",
+        "1.2.3",
+        "$n..x",
+        "$n.$m",
+        "$n.@Count",
+        "$n.\"x\"",
+        "@Count",
+        "@Count 1",
+        "$x = 5",
+        "`template`",
+        "#",
+        "$",
+        "@",
+        "1 & 2",
+        "1 | 2",
+        "1e999",
+        "{a: 1, a: 2}",
+        "{a: 1, \"a\": 2}",
+        "1 2",
+    ] {
+        assert_eq!(
+            parse_err(source).code,
+            Code::InvalidExpression,
+            "{source:?}"
+        );
+    }
+    // A string token is never punctuation or an operator (§22 #3).
+    for source in ["1 \"+\" 2", "[1 \",\" 2]", "(1\")\"", "{a \":\" 1}"] {
+        assert_eq!(
+            parse_err(source).code,
+            Code::InvalidExpression,
+            "{source:?}"
+        );
+    }
+}
+
+#[test]
+fn the_lexer_reads_one_token_ahead() {
+    // Upstream reads the token after the one it parses, so a lexing error there wins.
+    assert_eq!(
+        &*parse_err("(() => 1)()").message,
+        "Unexpected character =."
+    );
+    assert_eq!(&*parse_err("fetch(1)").message, "Unexpected token (.");
+    assert_eq!(&*parse_err("1 +").message, "Unexpected token .");
+}
+
+#[test]
+fn parentheses_leave_no_trace() {
+    assert_eq!(parse("((($n)))"), reference("$n"));
+    assert_eq!(parse("(1 + 2)"), parse("1 + 2"));
+}
+
+#[test]
+fn helper_calls_parse_and_unknown_helpers_are_refused() {
+    assert_eq!(
+        parse("@Join($l, \"-\",)"),
+        Expr::Call {
+            name: "Join".into(),
+            args: vec![reference("$l"), lit("-")]
+        }
+    );
+    for source in [
+        "@Eval(\"1+1\")",
+        "@count(1)",
+        "@Constructor()",
+        "@Count(@Nope())",
+    ] {
+        assert_eq!(parse_err(source).code, Code::RefusedCall, "{source}");
+    }
+    // Arity is checked at evaluation, not at parse time.
+    parse("@Count()");
+    parse("@Round(1, 2, 3)");
+}
+
+// ---------------------------------------------------------------------------------------
+// JavaScript semantics.
+
+#[test]
+fn arithmetic_follows_javascript() {
+    assert_eq!(ok("-7 % 3"), "-1");
+    assert_eq!(ok("7 % -3"), "1");
+    assert_eq!(ok("7 % 3"), "1");
+    assert_eq!(ok("5.5 % 2"), "1.5");
+    assert_eq!(ok("0.1 + 0.2"), "0.30000000000000004");
+    assert_eq!(ok("2 * 3 + 4 / 8"), "6.5");
+    assert_eq!(ok("1 / 3"), "0.3333333333333333");
+    assert_eq!(ok("1e21 + 0"), "1e+21");
+    assert_eq!(ok("0.000001 * 1"), "0.000001");
+    assert_eq!(ok("1e-7 * 1"), "1e-7");
+    assert_eq!(ok("-0"), "0");
+    assert_eq!(ok("0 == -0"), "true");
+    for source in ["1 / 0", "0 / 0", "5 % 0", "1e308 * 10", "-1e308 - 1e308"] {
+        assert_eq!(eval_err(source), Code::InvalidValue, "{source}");
+    }
+    for source in [
+        "1 + true",
+        "null + 1",
+        "$n + [1]",
+        "[1] + 1",
+        "$r - 1",
+        "\"2\" * 2",
+    ] {
+        assert_eq!(eval_err(source), Code::InvalidValue, "{source}");
+    }
+}
+
+#[test]
+fn plus_concatenates_when_either_side_is_a_string() {
+    assert_eq!(ok("\"a\" + 1.5"), "\"a1.5\"");
+    assert_eq!(ok("$n + \"2\""), "\"22\"");
+    assert_eq!(ok("\"x\" + null + true + 0.1"), "\"xtrue0.1\"");
+    assert_eq!(ok("1 + 2 + \"3\""), "\"33\"");
+    assert_eq!(ok("\"3\" + 1 + 2"), "\"312\"");
+    assert_eq!(ok("\"\" + 1e21"), "\"1e+21\"");
+    assert_eq!(
+        ok("\"\" + 123456789012345680000"),
+        "\"123456789012345680000\""
+    );
+    assert_eq!(eval_err("\"a\" + [1]"), Code::InvalidValue);
+    assert_eq!(eval_err("{} + \"a\""), Code::InvalidValue);
+}
+
+#[test]
+fn comparisons_are_numeric_only() {
+    assert_eq!(ok("1 < 2"), "true");
+    assert_eq!(ok("2 <= 2"), "true");
+    assert_eq!(ok("1 > 2"), "false");
+    assert_eq!(ok("2 >= 3"), "false");
+    for source in ["1 < \"2\"", "\"a\" < \"b\"", "null < 1", "true > false"] {
+        assert_eq!(eval_err(source), Code::InvalidValue, "{source}");
+    }
+}
+
+#[test]
+fn logical_operators_return_operands_and_short_circuit() {
+    assert_eq!(ok("null || \"fallback\""), "\"fallback\"");
+    assert_eq!(ok("0 && \"never\""), "0");
+    assert_eq!(ok("\"\" || 0"), "0");
+    assert_eq!(ok("$l || 1"), "[10,20,30]");
+    assert_eq!(ok("[] && 5"), "5");
+    assert_eq!(ok("false && $missing"), "false");
+    assert_eq!(ok("true || $missing"), "true");
+    assert_eq!(ok("!0"), "true");
+    assert_eq!(ok("!\"\""), "true");
+    assert_eq!(ok("!\"x\""), "false");
+    assert_eq!(ok("![]"), "false");
+    assert_eq!(ok("!{}"), "false");
+    assert_eq!(ok("!null"), "true");
+    assert_eq!(eval_err("true && $missing"), Code::RefusedAccess);
+}
+
+#[test]
+fn equality_is_strict_identity() {
+    assert_eq!(ok("1 == 1.0"), "true");
+    assert_eq!(ok("\"1\" == 1"), "false");
+    assert_eq!(ok("null == null"), "true");
+    assert_eq!(ok("null === false"), "false");
+    assert_eq!(ok("\"a\" !== \"a\""), "false");
+    assert_eq!(ok("1 != 2"), "true");
+    // Compound values compare by identity: fresh literals differ, a variable is itself.
+    assert_eq!(ok("[1] == [1]"), "false");
+    assert_eq!(ok("{} == {}"), "false");
+    assert_eq!(ok("$l == $l"), "true");
+    assert_eq!(ok("$l === $l"), "true");
+    assert_eq!(ok("$l != $l"), "false");
+    assert_eq!(ok("$recs[0] == $recs[0]"), "true");
+    assert_eq!(ok("@Filter($recs, r, true)[1] == $recs[1]"), "true");
+    assert_eq!(ok("@Filter($l, v, true) == $l"), "false");
+    assert_eq!(ok("$l == $nums"), "false");
+}
+
+#[test]
+fn the_boundary_copy_makes_fresh_values() {
+    let shared = Value::from_json_str("[1, 2]").unwrap();
+    let mut vars = Record::new();
+    vars.insert("$a".into(), shared.clone());
+    vars.insert("$b".into(), shared.clone());
+    let expr = parse("$a");
+    let value = evaluate(&expr, &vars, &mut budget()).unwrap();
+    assert_eq!(value, shared);
+    assert!(
+        !value.identical(&shared),
+        "evaluate copies the variables first"
+    );
+    // Two variables holding one value are separate copies after the boundary.
+    let same = evaluate(&parse("$a == $b"), &vars, &mut budget()).unwrap();
+    assert_eq!(same, Value::Bool(false));
+    // Without the boundary copy the scope's own values are returned.
+    let value = evaluate_in_scope(&expr, &vars, &mut budget()).unwrap();
+    assert!(value.identical(&shared));
+    let same = evaluate_in_scope(&parse("$a == $b"), &vars, &mut budget()).unwrap();
+    assert_eq!(same, Value::Bool(true));
+}
+
+// ---------------------------------------------------------------------------------------
+// Own-field access (§10.6) and forbidden names (§10.7).
+
+#[test]
+fn own_field_access() {
+    assert_eq!(ok("$l.length"), "3");
+    assert_eq!(ok("$l[\"length\"]"), "3");
+    assert_eq!(ok("$l[\"1\"]"), "20");
+    assert_eq!(ok("$l[1]"), "20");
+    assert_eq!(ok("$l[-0]"), "10");
+    assert_eq!(ok("$l[1.0]"), "20");
+    assert_eq!(ok("$r.name"), "\"prod\"");
+    assert_eq!(ok("$r[\"na\" + \"me\"]"), "\"prod\"");
+    assert_eq!(ok("$r[1]"), "\"one\"");
+    assert_eq!(ok("$empty.length"), "0");
+    for source in [
+        "$l[-1]",
+        "$l[1.5]",
+        "$l[\"01\"]",
+        "$l[3]",
+        "$l[5]",
+        "$r.toString",
+        "$r.hasOwnProperty",
+        "$r.length",
+        "$r[true]",
+        "$r[null]",
+        "$r[[1]]",
+        "$missing",
+        "globalThis.process",
+        "$r[\"constructor\"]",
+        "$r[\"__proto__\"]",
+        "$l[\"proto\" + \"type\"]",
+        "null[\"__proto__\"]",
+    ] {
+        assert_eq!(eval_err(source), Code::RefusedAccess, "{source}");
+    }
+    for source in ["\"abc\"[0]", "$n.a", "$null.a", "true[0]", "$s.length"] {
+        assert_eq!(eval_err(source), Code::InvalidValue, "{source}");
+    }
+}
+
+#[test]
+fn forbidden_names_are_refused_at_parse_time() {
+    for source in [
+        "constructor",
+        "__proto__",
+        "prototype",
+        "$r.constructor",
+        "$r.__proto__.x",
+        "$r.prototype",
+        "{constructor: 1}",
+        "{\"__proto__\": 1}",
+        "@Filter($l, prototype, true)",
+    ] {
+        assert_eq!(parse_err(source).code, Code::RefusedAccess, "{source}");
+    }
+    // `$constructor` is a different name.
+    parse("$constructor");
+}
+
+#[test]
+fn forbidden_names_from_the_wire_are_refused_at_evaluation() {
+    let mut scope = Record::new();
+    scope.insert("constructor".into(), Value::from(1));
+    for expr in [
+        reference("constructor"),
+        Expr::Object(vec![("__proto__".into(), lit(1))]),
+        Expr::Call {
+            name: "Filter".into(),
+            args: vec![reference("$l"), reference("prototype"), lit(true)],
+        },
+    ] {
+        let mut vars = vars();
+        vars.insert("__ok".into(), Value::Null);
+        let err = evaluate_in_scope(&expr, &vars, &mut budget()).unwrap_err();
+        assert_eq!(err.code, Code::RefusedAccess, "{expr:?}");
+    }
+    // The boundary copy refuses a forbidden variable name.
+    let err = evaluate(&lit(1), &scope, &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::RefusedAccess);
+}
+
+// ---------------------------------------------------------------------------------------
+// Strings: escapes and surrogates.
+
+#[test]
+fn string_escapes() {
+    assert_eq!(
+        run(r#""a\nb\rc\td\be\ff\\g\"h\'i\/j""#).unwrap(),
+        Value::from("a\nb\rc\td\u{8}e\u{c}f\\g\"h'i/j")
+    );
+    assert_eq!(
+        run(r#"'it\'s "quoted"'"#).unwrap(),
+        Value::from("it's \"quoted\"")
+    );
+    assert_eq!(run(r#""\u00e9t\u00E9 ok""#).unwrap(), Value::from("été ok"));
+    assert_eq!(run("\"line\nfeed\"").unwrap(), Value::from("line\nfeed"));
+    assert_eq!(run(r#""\uD83D\uDE00""#).unwrap(), Value::from("😀"));
+    assert_eq!(run(r#""\ud83d\ude00!""#).unwrap(), Value::from("😀!"));
+    assert_eq!(ok(r#"@Count("\uD83D\uDE00")"#), "2");
+    assert_eq!(run("\"🐇\"").unwrap(), Value::from("🐇"));
+}
+
+#[test]
+fn bad_strings() {
+    for source in [
+        r#""bad \q escape""#,
+        r#""\u00zz""#,
+        r#""\u12""#,
+        r#""\u""#,
+        r#""\x41""#,
+        "\"\\",
+        // Lone surrogates (§22 #2).
+        r#""\uD83D""#,
+        r#""\uD83Dx""#,
+        r#""\uDE00""#,
+        r#""\uD83D\u0041""#,
+        r#""\uD83D\uD83D\uDE00""#,
+    ] {
+        assert_eq!(parse_err(source).code, Code::InvalidExpression, "{source}");
+    }
+    for source in ["\"unterminated", "'abc\"", "\"", "\"abc\\\"", "1 + 'x"] {
+        assert_eq!(
+            parse_err(source).code,
+            Code::IncompleteExpression,
+            "{source}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers (§10.9).
+
+#[test]
+fn count() {
+    assert_eq!(ok("@Count(\"é🐇\")"), "3");
+    assert_eq!(ok("@Count(\"\")"), "0");
+    assert_eq!(ok("@Count($l)"), "3");
+    assert_eq!(ok("@Count([])"), "0");
+    assert_eq!(eval_err("@Count(42)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Count($r)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Count(null)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Count()"), Code::InvalidExpression);
+    assert_eq!(eval_err("@Count($l, $l)"), Code::InvalidExpression);
+}
+
+#[test]
+fn filter() {
+    assert_eq!(ok("@Filter($l, v, v > 15)"), "[20,30]");
+    assert_eq!(
+        ok("@Filter($recs, r, r.n != 2)"),
+        r#"[{"n":1,"k":"a"},{"n":3,"k":"c"}]"#
+    );
+    assert_eq!(ok("@Count(@Filter($recs, r, r.k == \"b\"))"), "1");
+    // The local shadows a variable of the same name, inside the predicate only.
+    assert_eq!(ok("@Filter($l, x, x == 10)"), "[10]");
+    assert_eq!(ok("@Filter($l, v, x == 99)"), "[10,20,30]");
+    // Nested filters see both locals.
+    assert_eq!(
+        ok("@Filter($l, a, @Count(@Filter($nums, b, b * 10 == a)) == 1)"),
+        "[10,20,30]"
+    );
+    // The predicate is never evaluated for an empty list.
+    assert_eq!(ok("@Filter([], v, v)"), "[]");
+    assert_eq!(ok("@Filter($empty, v, $missing)"), "[]");
+    assert_eq!(eval_err("@Filter([1, 2], v, v)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Filter($l, v, 1)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Filter($r, v, true)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Filter(5, $n, true)"), Code::InvalidValue);
+    assert_eq!(
+        eval_err("@Filter([1, 2], $n, true)"),
+        Code::InvalidExpression
+    );
+    assert_eq!(
+        eval_err("@Filter([1], \"v\", true)"),
+        Code::InvalidExpression
+    );
+    assert_eq!(eval_err("@Filter([1], v.w, true)"), Code::InvalidExpression);
+    assert_eq!(eval_err("@Filter([1], v)"), Code::InvalidExpression);
+    assert_eq!(
+        eval_err("@Filter([1], v, true, 4)"),
+        Code::InvalidExpression
+    );
+    assert_eq!(eval_err("@Filter($l, v, v.missing)"), Code::InvalidValue);
+    assert_eq!(
+        eval_err("@Filter($recs, v, v.missing)"),
+        Code::RefusedAccess
+    );
+}
+
+#[test]
+fn sum() {
+    assert_eq!(ok("@Sum($nums)"), "6");
+    assert_eq!(ok("@Sum([])"), "0");
+    assert_eq!(ok("@Sum([0.1, 0.2])"), "0.30000000000000004");
+    assert_eq!(ok("@Sum($recs, \"n\")"), "6");
+    assert_eq!(ok("@Sum($recs, \"n\" + \"\")"), "6");
+    assert_eq!(ok("@Sum([[1, 2], [3, 4]], 1)"), "6");
+    // A key that evaluates to null means "no key".
+    assert_eq!(ok("@Sum($nums, null)"), "6");
+    assert_eq!(ok("@Sum($empty, true)"), "0");
+    assert_eq!(eval_err("@Sum([1, \"2\"])"), Code::InvalidValue);
+    assert_eq!(eval_err("@Sum($recs, \"k\")"), Code::InvalidValue);
+    assert_eq!(eval_err("@Sum($recs, \"missing\")"), Code::RefusedAccess);
+    assert_eq!(eval_err("@Sum($recs, true)"), Code::RefusedAccess);
+    assert_eq!(
+        eval_err("@Sum($recs, \"constructor\")"),
+        Code::RefusedAccess
+    );
+    assert_eq!(eval_err("@Sum([1e308, 1e308])"), Code::InvalidValue);
+    assert_eq!(eval_err("@Sum(5)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Sum()"), Code::InvalidExpression);
+    assert_eq!(eval_err("@Sum($l, 1, 2)"), Code::InvalidExpression);
+}
+
+#[test]
+fn join() {
+    assert_eq!(ok("@Join($l)"), "\"10, 20, 30\"");
+    assert_eq!(
+        ok("@Join([1, \"a\", true, null, 0.5])"),
+        "\"1, a, true, , 0.5\""
+    );
+    assert_eq!(ok("@Join($l, \"-\")"), "\"10-20-30\"");
+    assert_eq!(ok("@Join($l, 0)"), "\"10020030\"");
+    assert_eq!(ok("@Join($l, null)"), "\"102030\"");
+    assert_eq!(ok("@Join([])"), "\"\"");
+    assert_eq!(eval_err("@Join([\"solo\"], [1])"), Code::InvalidValue);
+    assert_eq!(eval_err("@Join([[1], 2])"), Code::InvalidValue);
+    assert_eq!(eval_err("@Join($recs)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Join(\"abc\")"), Code::InvalidValue);
+    assert_eq!(eval_err("@Join()"), Code::InvalidExpression);
+    assert_eq!(eval_err("@Join($l, \",\", 1)"), Code::InvalidExpression);
+}
+
+#[test]
+fn round() {
+    assert_eq!(ok("@Round(2.5)"), "3");
+    assert_eq!(ok("@Round(-2.5)"), "-2");
+    assert_eq!(ok("@Round(1.005, 2)"), "1");
+    assert_eq!(ok("@Round(1.23456, 2)"), "1.23");
+    assert_eq!(ok("@Round(1.23456, 6)"), "1.23456");
+    assert_eq!(ok("@Round(-0.4)"), "0");
+    assert_eq!(ok("@Round(-0.6)"), "-1");
+    assert_eq!(ok("@Round(2.345, 2.0)"), "2.35");
+    assert_eq!(ok("@Round(7, 0)"), "7");
+    assert_eq!(eval_err("@Round(1.23456, 9)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(1, 7)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(1, -1)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(1, 1.5)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(1, \"2\")"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(\"1\")"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round(1e308, 6)"), Code::InvalidValue);
+    assert_eq!(eval_err("@Round()"), Code::InvalidExpression);
+    assert_eq!(eval_err("@Round(1, 2, 3)"), Code::InvalidExpression);
+}
+
+#[test]
+fn query_and_actions_are_not_values() {
+    assert_eq!(eval_err("@Query(\"ci.runs\", {limit: 5})"), Code::QueryOnly);
+    assert_eq!(eval_err("@Query()"), Code::QueryOnly);
+    assert_eq!(eval_err("@Set($n, 1)"), Code::ActionOnly);
+    assert_eq!(eval_err("@Set()"), Code::ActionOnly);
+    assert_eq!(eval_err("@Reset($n)"), Code::ActionOnly);
+    // Inside another expression the first failure wins.
+    assert_eq!(eval_err("[1, @Query(\"x\")]"), Code::QueryOnly);
+    assert_eq!(ok("false && @Set($n, 1)"), "false");
+}
+
+#[test]
+fn unknown_wire_nodes_are_kept_and_fail_when_evaluated() {
+    let raw = json!({"kind": "lambda", "body": {"kind": "literal", "value": 1}});
+    let expr = wire(raw.clone());
+    assert_eq!(expr, Expr::Unknown(raw.clone()));
+    assert_eq!(serde_json::to_value(&expr).unwrap(), raw);
+    let err = evaluate(&expr, &Record::new(), &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::InvalidExpression);
+    // Inside a known node only the unknown child is opaque.
+    let nested = wire(json!({"kind": "array", "items": [{"kind": "literal", "value": 1}, raw]}));
+    assert!(matches!(&nested, Expr::Array(items) if matches!(items[1], Expr::Unknown(_))));
+    let err = evaluate(&nested, &Record::new(), &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::InvalidExpression);
+    // A malformed known node and an unknown operator are kept too.
+    for raw in [
+        json!({"kind": "binary", "operator": "**", "left": {"kind": "literal", "value": 1},
+               "right": {"kind": "literal", "value": 2}}),
+        json!({"kind": "member", "object": {"kind": "reference", "name": "$a"}}),
+        json!({"kind": "reference", "name": 5}),
+        json!(42),
+    ] {
+        let expr = wire(raw.clone());
+        assert_eq!(expr, Expr::Unknown(raw.clone()));
+        assert_eq!(serde_json::to_value(&expr).unwrap(), raw);
+    }
+    // An unknown helper name read from the wire is kept and refused when called.
+    let call = wire(json!({"kind": "call", "name": "Eval", "args": []}));
+    assert_eq!(call.as_call().map(|(name, _)| name), Some("Eval"));
+    let err = evaluate(&call, &Record::new(), &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::RefusedCall);
+}
+
+// ---------------------------------------------------------------------------------------
+// Wire shape (§10.3).
+
+#[test]
+fn wire_shape_matches_the_conformance_corpus() {
+    // From bad-05-prototype-access.expected.json.
+    let member = json!({"kind": "member", "object": {"kind": "reference", "name": "$config"},
+        "key": {"kind": "binary", "operator": "+", "left": {"kind": "literal", "value": "na"},
+        "right": {"kind": "literal", "value": "me"}}});
+    // From ok-05-flaky-tests.expected.json.
+    let filter = json!({"kind": "call", "name": "Filter", "args": [
+        {"kind": "reference", "name": "$tests"}, {"kind": "reference", "name": "test"},
+        {"kind": "binary", "operator": "||",
+         "left": {"kind": "unary", "operator": "!", "value": {"kind": "reference", "name": "$onlyFlaky"}},
+         "right": {"kind": "member", "object": {"kind": "reference", "name": "test"},
+                   "key": {"kind": "literal", "value": "flaky"}}}]});
+    let round = json!({"kind": "call", "name": "Round", "args": [
+        {"kind": "binary", "operator": "*", "left": {"kind": "binary", "operator": "/",
+          "left": {"kind": "call", "name": "Sum", "args": [{"kind": "reference", "name": "$tests"},
+                   {"kind": "literal", "value": "failures"}]},
+          "right": {"kind": "call", "name": "Sum", "args": [{"kind": "reference", "name": "$tests"},
+                   {"kind": "literal", "value": "runs"}]}},
+         "right": {"kind": "literal", "value": 100}},
+        {"kind": "literal", "value": 1}]});
+    // From ok-02-ci-live-runs.expected.json.
+    let object = json!({"kind": "object", "entries": [
+        {"key": "branch", "value": {"kind": "reference", "name": "$branch"}},
+        {"key": "limit", "value": {"kind": "reference", "name": "$limit"}}]});
+    // From bad-20-expression-errors.expected.json.
+    let array = json!({"kind": "call", "name": "Join", "args": [{"kind": "array", "items": [
+        {"kind": "array", "items": [{"kind": "literal", "value": 1}]},
+        {"kind": "literal", "value": 2}]}]});
+    let negative = json!({"kind": "call", "name": "Round", "args": [
+        {"kind": "unary", "operator": "-", "value": {"kind": "literal", "value": 2.5}}]});
+    for (source, expected) in [
+        ("$config[\"na\" + \"me\"]", member),
+        ("@Filter($tests, test, !$onlyFlaky || test.flaky)", filter),
+        (
+            "@Round(@Sum($tests, \"failures\") / @Sum($tests, \"runs\") * 100, 1)",
+            round,
+        ),
+        ("{branch: $branch, limit: $limit}", object),
+        ("@Join([[1], 2])", array),
+        ("@Round(-2.5)", negative),
+    ] {
+        let parsed = parse(source);
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), expected, "{source}");
+        assert_eq!(wire(expected), parsed, "{source}");
+        let text = serde_json::to_string(&parsed).unwrap();
+        assert_eq!(serde_json::from_str::<Expr>(&text).unwrap(), parsed);
+    }
+    let literals = parse("[null, true, 1.5, 1e21, \"s\", -0]");
+    assert_eq!(
+        serde_json::to_string(&literals).unwrap(),
+        r#"{"kind":"array","items":[{"kind":"literal","value":null},{"kind":"literal","value":true},{"kind":"literal","value":1.5},{"kind":"literal","value":1e+21},{"kind":"literal","value":"s"},{"kind":"unary","operator":"-","value":{"kind":"literal","value":0}}]}"#
+    );
+}
+
+#[test]
+fn constants_and_references() {
+    for source in [
+        "1",
+        "\"s\"",
+        "null",
+        "[1, [2, \"x\"]]",
+        "{a: {b: [true]}}",
+        "-1",
+        "+-1",
+        "[-1]",
+    ] {
+        assert!(parse(source).is_constant(), "{source}");
+    }
+    for source in [
+        "!true",
+        "1 + 2",
+        "$a",
+        "[1, $a]",
+        "{a: $a}",
+        "-$a",
+        "@Count([])",
+        "[1][0]",
+    ] {
+        assert!(!parse(source).is_constant(), "{source}");
+    }
+    let expr = parse("@Filter($rows, row, row.n > $min) + {a: $x[$y]}.a");
+    let names: Vec<&str> = expr.references().collect();
+    assert_eq!(names, ["$rows", "row", "row", "$min", "$x", "$y"]);
+    let mut visited = Vec::new();
+    expr.visit_references(&mut |name| visited.push(name.to_owned()));
+    assert_eq!(visited, names);
+    assert_eq!(parse("$rows").as_reference(), Some("$rows"));
+    assert_eq!(parse("$rows.a").as_reference(), None);
+    assert_eq!(parse("1").as_literal(), Some(&Value::from(1)));
+    assert_eq!(BinaryOp::parse("!=="), Some(BinaryOp::StrictNe));
+    assert_eq!(BinaryOp::StrictNe.as_str(), "!==");
+    assert_eq!(UnaryOp::parse("!"), Some(UnaryOp::Not));
+    assert_eq!(UnaryOp::Neg.to_string(), "-");
+    for op in BinaryOp::ALL {
+        assert_eq!(BinaryOp::parse(op.as_str()), Some(op));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Budgets (§19).
+
+fn nested_parens(n: usize) -> String {
+    format!("{}1{}", "(".repeat(n), ")".repeat(n))
+}
+
+#[test]
+fn parse_depth_limit() {
+    parse(&nested_parens(32));
+    let err = parse_err(&nested_parens(33));
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("nesting budget"), "{}", err.message);
+    // Arrays and unary operators nest the same way.
+    parse(&format!("{}1{}", "[".repeat(32), "]".repeat(32)));
+    assert_eq!(
+        parse_err(&format!("{}1{}", "[".repeat(33), "]".repeat(33))).code,
+        Code::BudgetExceeded
+    );
+    // 31 prefix operators reach expression depth 32 (the literal itself needs none).
+    parse(&format!("{}1", "-".repeat(32)));
+    assert_eq!(
+        parse_err(&format!("{}1", "-".repeat(33))).code,
+        Code::BudgetExceeded
+    );
+}
+
+#[test]
+fn evaluation_depth_limit() {
+    let deep = parse(&format!("{}1{}", "[".repeat(32), "]".repeat(32)));
+    evaluate(&deep, &Record::new(), &mut budget()).unwrap();
+    // A deeper AST (from the wire) fails at evaluation.
+    let deeper = Expr::Array(vec![deep]);
+    let err = evaluate(&deeper, &Record::new(), &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("nesting budget"));
+    // Deep variables fail at the boundary copy.
+    let mut value = Value::Null;
+    for _ in 0..32 {
+        value = Value::array(vec![value]);
+    }
+    let mut vars = Record::new();
+    vars.insert("$v".into(), value);
+    let err = evaluate(&lit(1), &vars, &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+}
+
+#[test]
+fn absurd_depth_limits_cannot_overflow_the_stack() {
+    let limits = UiLimits::DEFAULT
+        .with("depth", 1_000_000)
+        .and_then(|l| l.with("steps", 10_000_000))
+        .and_then(|l| l.with("nodes", 1_000_000))
+        .unwrap();
+    let err = parse_expression(&nested_parens(5_000), &mut budget_with(limits)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    let err = parse_expression(&"-".repeat(5_000), &mut budget_with(limits)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    let mut deep = lit(1);
+    for _ in 0..5_000 {
+        deep = un(UnaryOp::Neg, deep);
+    }
+    let err = evaluate(&deep, &Record::new(), &mut budget_with(limits)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    // Dropping such a tree must not overflow either (5,000 levels is fine).
+    drop(deep);
+}
+
+#[test]
+fn array_literal_node_limit() {
+    let items = |n: usize| format!("[{}]", vec!["1"; n].join(","));
+    // One node for the array's own expression() call plus one per item.
+    let expr = parse(&items(511));
+    assert!(matches!(&expr, Expr::Array(items) if items.len() == 511));
+    let err = parse_err(&items(512));
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("node budget"), "{}", err.message);
+}
+
+#[test]
+fn expression_source_length_limit() {
+    let limits = UiLimits::DEFAULT.with("steps", 1_000_000).unwrap();
+    let max = limits.string_length() as usize;
+    let at_limit = format!("\"{}\"", "a".repeat(max - 2));
+    let value = parse_expression(&at_limit, &mut budget_with(limits)).unwrap();
+    assert_eq!(
+        value.as_literal().and_then(Value::as_str).map(str::len),
+        Some(max - 2)
+    );
+    let over = format!("\"{}\"", "a".repeat(max - 1));
+    let err = parse_expression(&over, &mut budget_with(limits)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert_eq!(&*err.message, "The expression is too long.");
+    // The limit counts UTF-16 units: 🐇 is two.
+    let small = UiLimits::DEFAULT.with("stringLength", 4).unwrap();
+    parse_expression("\"🐇\"", &mut budget_with(small)).unwrap();
+    let err = parse_expression("\"🐇 \"", &mut budget_with(small)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    // Before lexing: even an invalid source fails on its length first.
+    let err = parse_expression("#####", &mut budget_with(small)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+}
+
+#[test]
+fn string_value_length_limit() {
+    let limits = UiLimits::DEFAULT.with("stringLength", 20).unwrap();
+    let mut vars = Record::new();
+    vars.insert("$a".into(), Value::from("a".repeat(19)));
+    let run = |source: &str| {
+        let mut budget = budget_with(limits);
+        let expr = parse_expression(source, &mut budget)?;
+        evaluate(&expr, &vars, &mut budget)
+    };
+    assert_eq!(run("$a + \"b\"").unwrap().as_str().map(str::len), Some(20));
+    let err = run("$a + \"bc\"").unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("string budget"), "{}", err.message);
+    assert_eq!(
+        run("@Join([$a, 1], \"\")").unwrap().as_str().map(str::len),
+        Some(20)
+    );
+    assert_eq!(
+        run("@Join([$a, 1])").unwrap_err().code,
+        Code::BudgetExceeded
+    );
+    assert_eq!(run("@Count($a)").unwrap(), Value::from(19));
+}
+
+#[test]
+fn join_is_charged_quadratically() {
+    let item = Value::from("abcdefghij");
+    let vars_of = |n: usize| {
+        let mut vars = Record::new();
+        vars.insert("$items".into(), Value::array(vec![item.clone(); n]));
+        vars
+    };
+    let expr = parse("@Join($items)");
+    // 100 items of 10 units: Σ (12·i − 2) = 60,400 steps for the results so far alone.
+    let err = evaluate(&expr, &vars_of(100), &mut budget()).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("work budget"), "{}", err.message);
+    // 20 items: Σ (12·i − 2) = 2,480 steps.
+    let mut b = budget();
+    let joined = evaluate(&expr, &vars_of(20), &mut b).unwrap();
+    assert_eq!(joined.as_str().map(str::len), Some(20 * 10 + 19 * 2));
+    // copy: 1 + (1 + 1) + 20·(1 + 1 + 10) = 243; nodes: call 2, reference 2;
+    // Join: 20 iterations + 2,480.
+    assert_eq!(b.steps(), 243 + 4 + 20 + 2_480);
+    assert_eq!(b.iterations(), 1 + 20 + 20);
+}
+
+#[test]
+fn the_boundary_copy_is_charged() {
+    // 120 one-key records: 1 key + 120 items + 120 keys = 241 iterations for the copy.
+    let rows: Vec<Value> = (0..120)
+        .map(|i| {
+            let mut r = Record::new();
+            r.insert("k".into(), Value::from(i));
+            Value::record(r)
+        })
+        .collect();
+    let mut vars = Record::new();
+    vars.insert("$d".into(), Value::array(rows));
+    let mut b = budget();
+    evaluate(&lit(1), &vars, &mut b).unwrap();
+    assert_eq!(b.iterations(), 241);
+    let mut b = budget();
+    evaluate_in_scope(&lit(1), &vars, &mut b).unwrap();
+    assert_eq!(b.iterations(), 0);
+}
+
+#[test]
+fn exact_parse_and_evaluation_costs() {
+    // Parse "1 + 2": tokens `1` (1), `+` (1 + 1 space), `2` (1 + 1 space), end (1);
+    // expression(0,0) depth + node (2), operator node (1), expression(6,1) depth + node (2).
+    let mut b = budget();
+    let expr = parse_expression("1 + 2", &mut b).unwrap();
+    assert_eq!((b.steps(), b.nodes()), (11, 3));
+    // Evaluate: copy of {} (1); binary depth + step (2); each literal depth + step + copy (3).
+    let mut b = budget();
+    evaluate(&expr, &Record::new(), &mut b).unwrap();
+    assert_eq!(b.steps(), 1 + 2 + 3 + 3);
+
+    // A string token: 1 + one step per iteration (a, b, closing quote) + string(2); an
+    // escaped surrogate pair is two iterations.
+    let mut b = budget();
+    parse_expression("\"ab\"", &mut b).unwrap();
+    assert_eq!(b.steps(), (1 + 3 + 2) + 2 + 1);
+    let mut b = budget();
+    parse_expression("\"\\uD83D\\uDE00\"", &mut b).unwrap();
+    assert_eq!(b.steps(), (1 + 3 + 2) + 2 + 1);
+    // Postfix: depth(++d) + node per `.field`.
+    let mut b = budget();
+    parse_expression("$a.b", &mut b).unwrap();
+    // tokens: $a, ., b, end = 4; expression 2; postfix 2.
+    assert_eq!((b.steps(), b.nodes()), (8, 2));
+    // Evaluating a string literal charges its copy: depth(0) + string.
+    let mut b = budget();
+    evaluate_in_scope(&lit("abc"), &Record::new(), &mut b).unwrap();
+    assert_eq!(b.steps(), 2 + 1 + 3);
+    // Array and record literals charge one iteration per item or entry.
+    let mut b = budget();
+    evaluate_in_scope(&parse("[1, {a: 2}]"), &Record::new(), &mut b).unwrap();
+    assert_eq!(b.iterations(), 3);
+}
+
+#[test]
+fn step_limit_stops_long_sources() {
+    let limits = UiLimits::DEFAULT.with("steps", 100).unwrap();
+    let source = vec!["1"; 60].join(" + ");
+    let err = parse_expression(&source, &mut budget_with(limits)).unwrap_err();
+    assert_eq!(err.code, Code::BudgetExceeded);
+    assert!(err.message.contains("work budget"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Robustness.
+
+fn token_soup() -> impl Strategy<Value = String> {
+    let tokens = prop::sample::select(vec![
+        "1",
+        "0.5",
+        "1e3",
+        ".5",
+        "\"s\"",
+        "'t'",
+        "\"\\u00e9\"",
+        "\"\\uD83D\\uDE00\"",
+        "\"\\uD83D\"",
+        "$l",
+        "$r",
+        "$n",
+        "$s",
+        "$missing",
+        "x",
+        "v",
+        "true",
+        "false",
+        "null",
+        "constructor",
+        "@Count",
+        "@Filter",
+        "@Sum",
+        "@Join",
+        "@Round",
+        "@Query",
+        "@Set",
+        "@Nope",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ".",
+        ":",
+        "!",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "==",
+        "!=",
+        "===",
+        "!==",
+        "&&",
+        "||",
+        "length",
+        "\"",
+        "\\",
+        "=",
+        " ",
+        "🐇",
+    ]);
+    prop::collection::vec(tokens, 0..40).prop_map(|tokens| tokens.concat())
+}
+
+fn check_never_panics(source: &str) {
+    let limits = UiLimits::DEFAULT.with("steps", 5_000).unwrap();
+    let mut budget = budget_with(limits);
+    if let Ok(expr) = parse_expression(source, &mut budget) {
+        // Every parsed AST survives the wire.
+        let text = serde_json::to_string(&expr).unwrap();
+        let back: Expr = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, expr);
+        let _ = evaluate(&expr, &vars(), &mut budget);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_text_never_panics(source in "\\PC{0,48}") {
+        check_never_panics(&source);
+    }
+
+    #[test]
+    fn token_soup_never_panics(source in token_soup()) {
+        check_never_panics(&source);
+    }
+}

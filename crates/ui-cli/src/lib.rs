@@ -1,0 +1,15 @@
+//! # ui-cli
+//!
+//! The library behind the `uiblocks` binary: the JSON-lines [`driver`] that exposes the
+//! compiler to hosts in any language, and the JSON Schema subset of its query sources.
+//!
+//! ```
+//! let response = ui_cli::driver::handle_line(
+//!     r#"{"op":"compile","text":"```ui\n<Summary>Done</Summary>\n```\n"}"#,
+//! );
+//! assert_eq!(response["ok"], true);
+//! assert_eq!(response["fallbackText"], "Done\n");
+//! ```
+
+pub mod driver;
+pub mod schema;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json, json};
 use ui_compiler::expr::{evaluate, parse_expression};
 use ui_compiler::{
     Block, CompileOptions, UiCompiler, UiState, View, ViewNode, compile_block, evaluate_block,
-    has_fence, input_values, may_reference_host,
+    has_fence, input_values, may_reference_host, query_arguments, resolve_choice, validated_state,
 };
 use ui_core::{Budget, Clock, Failure, FrozenClock, Record, SystemClock, UiLimits, Value, catalog};
 
@@ -92,6 +92,10 @@ pub fn handle(request: &Json) -> Json {
         Some("expression") => Request::new(request).and_then(|r| r.expression()),
         Some("stream") => Request::new(request).and_then(|r| r.stream()),
         Some("text") => Request::new(request).map(|r| r.text()),
+        Some("links") => Request::new(request).and_then(|r| r.links()),
+        Some("args") => Request::new(request).and_then(|r| r.args()),
+        Some("choice") => Request::new(request).and_then(|r| r.choice()),
+        Some("fallback") => Request::new(request).and_then(|r| r.fallback()),
         _ => Err(driver_error(
             "driver:unknown_op",
             format!("Unknown op {op}."),
@@ -247,37 +251,10 @@ impl<'r> Request<'r> {
 
     fn evaluate(&self) -> Result<Json, DriverError> {
         let blocks = self.compile_blocks();
-        let presses: Vec<Json> = self
-            .raw
-            .get("press")
-            .and_then(Json::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let presses = self.presses();
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
-            let mut state = UiState::new(block, self.eval_limits)?;
-            let mut applied = Vec::new();
-            for (name, value) in &self.per_block("queries", index) {
-                if !block.queries.contains_key(name) {
-                    continue;
-                }
-                if let Err(f) = state.set_query(name, value, block) {
-                    applied.push(json!({"setQuery": name, "error": failure_json(&f)}));
-                }
-            }
-            for (name, value) in &self.per_block("input", index) {
-                if !block.defaults.contains_key(name) {
-                    continue;
-                }
-                if let Err(f) = state.set(name, value) {
-                    applied.push(json!({"set": name, "error": failure_json(&f)}));
-                }
-            }
-            for press in &presses {
-                if let Some(entry) = self.press(block, &mut state, press)? {
-                    applied.push(entry);
-                }
-            }
+            let (state, applied) = self.page_state(index, block, &presses)?;
             let view = self.view(block, &state)?;
             let scope = state.scope()?;
             let inputs = input_values(block, &state)?;
@@ -295,6 +272,160 @@ impl<'r> Request<'r> {
             out.push(entry);
         }
         Ok(json!({"blocks": out}))
+    }
+
+    /// The state a page builds: readings (declared queries only), raw input (declared
+    /// variables only, as a person's edits), then each press. Returns the failures and
+    /// presses as `applied` entries.
+    fn page_state(
+        &self,
+        index: usize,
+        block: &Block,
+        presses: &[Json],
+    ) -> Result<(UiState, Vec<Json>), DriverError> {
+        let mut state = UiState::new(block, self.eval_limits)?;
+        let mut applied = Vec::new();
+        for (name, value) in &self.per_block("queries", index) {
+            if !block.queries.contains_key(name) {
+                continue;
+            }
+            if let Err(f) = state.set_query(name, value, block) {
+                applied.push(json!({"setQuery": name, "error": failure_json(&f)}));
+            }
+        }
+        for (name, value) in &self.per_block("input", index) {
+            if !block.defaults.contains_key(name) {
+                continue;
+            }
+            if let Err(f) = state.set(name, value) {
+                applied.push(json!({"set": name, "error": failure_json(&f)}));
+            }
+        }
+        for press in presses {
+            if let Some(entry) = self.press(block, &mut state, press)? {
+                applied.push(entry);
+            }
+        }
+        Ok((state, applied))
+    }
+
+    fn presses(&self) -> Vec<Json> {
+        self.raw
+            .get("press")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn links(&self) -> Result<Json, DriverError> {
+        let blocks = self.compile_blocks();
+        let clock = self.clock();
+        let mut out = Vec::new();
+        for (index, block) in self.selected(&blocks) {
+            let input = self.per_block("input", index);
+            let queries = self.per_block("queries", index);
+            let entry =
+                match ui_links::link_targets(block, &input, &queries, self.eval_limits, &*clock) {
+                    Ok(targets) => json!({"index": index, "id": block.id,
+                    "targets": serde_json::to_value(&targets).unwrap_or(Json::Null)}),
+                    Err(f) => json!({"index": index, "id": block.id, "error": failure_json(&f)}),
+                };
+            out.push(entry);
+        }
+        Ok(json!({"blocks": out}))
+    }
+
+    fn args(&self) -> Result<Json, DriverError> {
+        let blocks = self.compile_blocks();
+        let clock = self.clock();
+        let only = str_field(self.raw, "name");
+        let mut out = Vec::new();
+        for (index, block) in self.selected(&blocks) {
+            let input = self.per_block("input", index);
+            let mut args = Map::new();
+            for name in block.queries.keys() {
+                if only.as_ref().is_some_and(|o| o != name) {
+                    continue;
+                }
+                let entry = match query_arguments(block, name, &input, self.eval_limits, &*clock) {
+                    Ok(v) => json!({"value": serde_json::to_value(&v).unwrap_or(Json::Null)}),
+                    Err(f) => json!({"error": failure_json(&f)}),
+                };
+                args.insert(name.clone(), entry);
+            }
+            let validated =
+                match validated_state(block, &input, &Record::new(), self.eval_limits, &*clock)
+                    .and_then(|s| s.scope())
+                {
+                    Ok(scope) => {
+                        json!({"scope": serde_json::to_value(&scope).unwrap_or(Json::Null)})
+                    }
+                    Err(f) => json!({"error": failure_json(&f)}),
+                };
+            out.push(json!({"index": index, "id": block.id, "args": args, "validated": validated}));
+        }
+        Ok(json!({"blocks": out}))
+    }
+
+    fn choice(&self) -> Result<Json, DriverError> {
+        let blocks = self.compile_blocks();
+        let clock = self.clock();
+        let presses = self.presses();
+        let only = str_field(self.raw, "choice");
+        let state_input = !presses.is_empty()
+            || self.raw.get("choiceInput").and_then(Json::as_str) == Some("state");
+        let mut out = Vec::new();
+        for (index, block) in self.selected(&blocks) {
+            let (state, _) = self.page_state(index, block, &presses)?;
+            let input = if state_input {
+                input_values(block, &state)?
+            } else {
+                self.per_block("input", index)
+            };
+            let queries = self.per_block("queries", index);
+            let view = self.view(block, &state)?;
+            let mut ids = Vec::new();
+            match &only {
+                Some(id) if id.starts_with(&format!("{}:", block.id)) => ids.push(id.clone()),
+                Some(_) => {}
+                None => view.walk(&mut |v| {
+                    if v.kind == "Choice" && v.error.is_none() {
+                        ids.push(v.id.clone());
+                    }
+                }),
+            }
+            let choices: Vec<Json> = ids
+                .into_iter()
+                .map(|id| {
+                    match resolve_choice(block, &id, &input, &queries, self.eval_limits, &*clock) {
+                        Ok(sel) => json!({"id": id,
+                            "selection": serde_json::to_value(&sel).unwrap_or(Json::Null)}),
+                        Err(f) => json!({"id": id, "error": failure_json(&f)}),
+                    }
+                })
+                .collect();
+            out.push(json!({"index": index, "id": block.id, "choices": choices}));
+        }
+        Ok(json!({"blocks": out}))
+    }
+
+    fn fallback(&self) -> Result<Json, DriverError> {
+        let blocks = self.compile_blocks();
+        let clock = self.clock();
+        let mut out = Vec::new();
+        for (index, block) in self.selected(&blocks) {
+            let mut entry = json!({"index": index, "id": block.id, "fallback": block.fallback});
+            if !block.queries.is_empty() {
+                let mut readings = self.per_block("queries", index);
+                readings.retain(|name, _| block.queries.contains_key(name));
+                match ui_fallback::query_fallback(block, &readings, self.eval_limits, &*clock) {
+                    Ok(text) => entry["queryFallback"] = Json::String(text),
+                    Err(f) => entry["queryFallbackError"] = failure_json(&f),
+                }
+            }
+            out.push(entry);
+        }
+        Ok(json!({"fallbackText": self.fallback_text(&blocks), "blocks": out}))
     }
 
     fn view(&self, block: &Block, state: &UiState) -> Result<View, DriverError> {

@@ -1,109 +1,16 @@
 //! Evaluating a compiled block against a state (`language.md` §15): the view tree.
 
 use indexmap::IndexMap;
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use ui_core::catalog;
 use ui_core::{
-    Budget, CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange,
-    UiLimits, Value,
+    Budget, CATALOG_VERSION, Clock, Code, Diagnostic, Failure, FrozenClock, Record, SystemClock,
+    TextRange, UiLimits, Value, View, ViewAction, ViewBinding, ViewNode,
 };
 
 use crate::block::{Block, Node};
 use crate::compile::check_action_target;
 use crate::expr::{Expr, evaluate};
 use crate::state::UiState;
-
-/// A bound control's binding in the view: the variable and its current value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViewBinding {
-    /// The `$name` the control writes.
-    pub variable: String,
-    /// The prop's current (evaluated) value.
-    pub value: Value,
-}
-
-/// One node of the evaluated view tree (`UiViewNode`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ViewNode {
-    /// The compiled id plus one `:<index>` per enclosing `Each` iteration.
-    pub id: String,
-    /// The compiled node's id.
-    pub source_id: String,
-    /// The component name or `$text`.
-    pub kind: String,
-    /// The evaluated, schema-normalised props (`{text}` for a text node).
-    pub props: Record,
-    /// Bound props.
-    pub bindings: IndexMap<String, ViewBinding>,
-    /// The action a press runs (Buttons).
-    pub action: Option<Expr>,
-    /// Child views.
-    pub children: Vec<ViewNode>,
-    /// Whether the compiled node is complete.
-    pub complete: bool,
-    /// The compiled fallback.
-    pub fallback: String,
-    /// The failure that keeps this node from being drawn, if any.
-    pub error: Option<Code>,
-}
-
-impl ViewNode {
-    /// Visits this view and its descendants in pre-order.
-    pub fn walk<'a>(&'a self, visit: &mut dyn FnMut(&'a ViewNode)) {
-        visit(self);
-        for child in &self.children {
-            child.walk(visit);
-        }
-    }
-}
-
-impl Serialize for ViewNode {
-    /// The driver's view-node shape: `bindings` maps each prop to its value, `sourceId`
-    /// appears only when it differs from `id`, `action: true` marks a pressable node.
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("id", &self.id)?;
-        if self.source_id != self.id {
-            map.serialize_entry("sourceId", &self.source_id)?;
-        }
-        map.serialize_entry("type", &self.kind)?;
-        map.serialize_entry("props", &self.props)?;
-        let bindings: IndexMap<&str, &Value> = self
-            .bindings
-            .iter()
-            .map(|(k, b)| (k.as_str(), &b.value))
-            .collect();
-        map.serialize_entry("bindings", &bindings)?;
-        map.serialize_entry("children", &self.children)?;
-        map.serialize_entry("complete", &self.complete)?;
-        map.serialize_entry("fallback", &self.fallback)?;
-        if let Some(error) = self.error {
-            map.serialize_entry("error", &error)?;
-        }
-        if self.action.is_some() {
-            map.serialize_entry("action", &true)?;
-        }
-        map.end()
-    }
-}
-
-/// The result of [`evaluate_block`].
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct View {
-    /// Top-level views (Show and Each spliced in place).
-    pub nodes: Vec<ViewNode>,
-    /// Problems of this evaluation, at most `UI_LIMITS.diagnostics`.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl View {
-    /// Visits every view in pre-order.
-    pub fn walk<'a>(&'a self, visit: &mut dyn FnMut(&'a ViewNode)) {
-        for node in &self.nodes {
-            node.walk(visit);
-        }
-    }
-}
 
 /// Evaluates `block` with the values and readings of `state` under a fresh budget of
 /// `limits` on `clock` (`evaluateUiBlock`).
@@ -199,6 +106,28 @@ impl Evaluator<'_, '_> {
                 }
                 vec![view]
             }
+        }
+    }
+
+    /// What a press of `action` (which passed the target rule) does. The `@Set` value of a
+    /// compiled Button is a constant; a tampered block's computed value is evaluated here,
+    /// outside the evaluation's budget, and an action whose value fails is inert.
+    fn resolve_action(&self, action: &Expr, vars: &Record) -> ViewAction {
+        let Expr::Call { name, args } = action else {
+            return ViewAction::Inert;
+        };
+        let target = args.first().and_then(Expr::as_reference).map(str::to_owned);
+        match (name.as_str(), target, args.get(1)) {
+            ("Reset", target, None) => ViewAction::Reset { target },
+            ("Set", Some(target), Some(value)) => {
+                let clock = FrozenClock(0.0);
+                let mut budget = Budget::new(*self.budget.limits(), &clock);
+                match evaluate(value, vars, &mut budget) {
+                    Ok(value) => ViewAction::Set { target, value },
+                    Err(_) => ViewAction::Inert,
+                }
+            }
+            _ => ViewAction::Inert,
         }
     }
 
@@ -328,7 +257,7 @@ impl Evaluator<'_, '_> {
             && let Some(action) = node.expressions.get(action_prop)
         {
             check_action_target(action, &|n| self.is_local(n))?;
-            view.action = Some(action.clone());
+            view.action = Some(self.resolve_action(action, vars));
         }
         for child in &node.children {
             if self.exhausted {
@@ -392,10 +321,21 @@ impl UiState {
         let Some(action) = &view.action else {
             return Applied::Ignored;
         };
-        if !view.complete || view.props.get("disabled").and_then(Value::as_bool) == Some(true) {
+        if !view.complete || view.is_disabled() {
             return Applied::Ignored;
         }
-        match self.run(action) {
+        let result = match action {
+            ViewAction::Set { target, value } => self.set(target, value),
+            ViewAction::Reset { target: None } => self.reset_all(),
+            ViewAction::Reset {
+                target: Some(target),
+            } => match self.defaults().get(target).cloned() {
+                Some(default) => self.set(target, &default),
+                None => return Applied::Ignored,
+            },
+            _ => return Applied::Ignored,
+        };
+        match result {
             Ok(()) => Applied::Changed,
             Err(_) => Applied::Ignored,
         }

@@ -239,11 +239,7 @@ impl UiState {
             return Ok(());
         };
         match (name.as_str(), args.as_slice()) {
-            ("Reset", []) => {
-                self.values = self.copy_record(&self.defaults)?;
-                self.changed();
-                Ok(())
-            }
+            ("Reset", []) => self.reset_all(),
             ("Reset", [target]) => {
                 let target = target.as_reference().unwrap_or_default().to_owned();
                 let default = self.defaults[&target].clone();
@@ -259,6 +255,16 @@ impl UiState {
             }
             _ => Err(Failure::new(Code::RefusedAction, "Not a state action.")),
         }
+    }
+
+    /// Puts every variable back to its default (`@Reset()`); readings are kept.
+    ///
+    /// # Errors
+    /// [`Code::BudgetExceeded`] when the defaults do not fit the copy budget.
+    pub fn reset_all(&mut self) -> Result<(), Failure> {
+        self.values = self.copy_record(&self.defaults)?;
+        self.changed();
+        Ok(())
     }
 
     /// Calls `listener` with the new revision after every change.

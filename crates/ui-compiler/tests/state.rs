@@ -214,19 +214,16 @@ impl ui_compiler::QuerySchemas for Sources {
 
 #[test]
 fn readings_follow_the_query_definition() {
-    let options = |text| {
-        let _ = text;
-        CompileOptions {
-            is_final: true,
-            clock: Some(&FROZEN),
-            query_schemas: Some(&Sources),
-            ..CompileOptions::default()
-        }
+    let options = || CompileOptions {
+        is_final: true,
+        clock: Some(&FROZEN),
+        query_schemas: Some(&Sources),
+        ..CompileOptions::default()
     };
     let block = compile_block(
         "$t = @Query(\"tickets\", {open: true})\n<Summary>{@Count($t)} open</Summary>",
         "b",
-        &options(()),
+        &options(),
     );
     let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
     // Without a reading the expression fails refused_access.
@@ -243,7 +240,7 @@ fn readings_follow_the_query_definition() {
     let changed = compile_block(
         "$t = @Query(\"tickets\", {open: false})\n<Summary>{@Count($t)} open</Summary>",
         "b",
-        &options(()),
+        &options(),
     );
     state.sync(&changed).unwrap();
     assert!(state.readings().is_empty());

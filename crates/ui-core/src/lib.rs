@@ -31,9 +31,11 @@ mod budget;
 pub mod catalog;
 mod code;
 mod diag;
+pub mod inputs;
 pub mod limits;
 pub mod text;
 mod value;
+pub mod view;
 
 pub use budget::{
     Budget, CLOCK_CHECK_STEPS, Clock, FrozenClock, ManualClock, SystemClock, check_key,
@@ -45,6 +47,7 @@ pub use value::{
     FORBIDDEN_KEYS, Kind, Number, Record, Value, array_index, for_each_in_js_order,
     is_forbidden_key, number_text, write_number,
 };
+pub use view::{View, ViewAction, ViewBinding, ViewNode};
 
 /// The catalog version every compiled block carries (`UI_CATALOG_VERSION`).
 pub const CATALOG_VERSION: u32 = 1;

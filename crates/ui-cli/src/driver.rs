@@ -13,7 +13,7 @@ use ui_compiler::{
 };
 use ui_core::{Budget, Clock, Failure, FrozenClock, Record, SystemClock, UiLimits, Value, catalog};
 
-use crate::schema::JsonSchemas;
+use ui_host::JsonSchemas;
 
 /// A failed operation: a stable code and a message.
 #[derive(Debug, Clone)]

@@ -12,4 +12,3 @@
 //! ```
 
 pub mod driver;
-pub mod schema;

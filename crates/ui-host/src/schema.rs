@@ -1,6 +1,6 @@
-//! The small JSON Schema subset the driver accepts for query argument records
-//! (`driver.md`): `type`, `properties`, `required`, `additionalProperties: false`, `enum`,
-//! `minLength`, `maxLength`, `minimum`, `maximum`, `items`.
+//! Schemas in the JSON Schema subset of `driver.md`: `type` (`object`, `string`, `integer`,
+//! `number`, `boolean`, `array`), `properties`, `required`, `additionalProperties: false`,
+//! `enum`, `minLength`, `maxLength` (UTF-16 units), `minimum`, `maximum`, `items`.
 
 use std::collections::HashMap;
 
@@ -9,7 +9,48 @@ use ui_compiler::QuerySchemas;
 use ui_core::Value;
 use ui_core::text::utf16_len;
 
-/// Query sources registered by JSON Schemas of their argument records.
+use crate::source::ValueSchema;
+
+/// One schema of the subset, usable as a source's argument or result schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchema(Json);
+
+impl JsonSchema {
+    /// Wraps `schema` after checking that its `type`s are in the subset.
+    ///
+    /// # Errors
+    /// A message naming an unsupported `type`.
+    pub fn new(schema: &Json) -> Result<Self, String> {
+        fn types_ok(s: &Json) -> Result<(), String> {
+            if let Some(t) = s.get("type") {
+                match t.as_str() {
+                    Some("object" | "string" | "integer" | "number" | "boolean" | "array") => {}
+                    _ => return Err(format!("unsupported schema type {t}")),
+                }
+            }
+            if let Some(props) = s.get("properties").and_then(Json::as_object) {
+                for sub in props.values() {
+                    types_ok(sub)?;
+                }
+            }
+            if let Some(items) = s.get("items") {
+                types_ok(items)?;
+            }
+            Ok(())
+        }
+        types_ok(schema)?;
+        Ok(JsonSchema(schema.clone()))
+    }
+}
+
+impl ValueSchema for JsonSchema {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        check(&self.0, value, "value").map(|()| value.clone())
+    }
+}
+
+/// Query sources registered only by JSON Schemas of their argument records (the driver's
+/// `querySchemas`).
 #[derive(Debug, Clone, Default)]
 pub struct JsonSchemas {
     sources: HashMap<String, Json>,

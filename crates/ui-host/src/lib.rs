@@ -1,0 +1,126 @@
+//! # ui-host
+//!
+//! The host serves live data to blocks (`host.md`): it reads registered sources for a
+//! stored block on behalf of the chat that wrote it, with the access captured when the reply
+//! was written; nothing a page sends can widen what is read.
+//!
+//! - A host application implements [`UiHost`]: it captures access and owns a
+//!   [`SourceRegistry`] of [`UiSource`]s (write Rust `Args`/`Output` types with serde +
+//!   garde and a [`TypedSource`], or describe a source by JSON Schema with [`FnSource`]).
+//!   The registry is also the compiler's [`QuerySchemas`](ui_compiler::QuerySchemas).
+//! - [`UiQueries`] answers `ui.query` ([`UiQueries::query`]), `ui.link`
+//!   ([`UiQueries::link`]) and `chat.uiChoice` ([`UiQueries::choose`]), and freezes the first
+//!   readings of a final reply ([`UiQueries::observe`]). It authorizes every read, caches
+//!   10 s, caps reads at 2 per chat and 16 in all, times out at 8 s and refuses results over
+//!   64 KB, with the codes of `host.md` §14.
+//! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use serde::{Deserialize, Serialize};
+//! use ui_compiler::{CompileOptions, UiCompiler};
+//! use ui_core::{FrozenClock, Record, Value};
+//! use ui_host::*;
+//!
+//! #[derive(Serialize, Deserialize, garde::Validate)]
+//! #[serde(deny_unknown_fields)]
+//! struct RunsArgs {
+//!     #[garde(length(min = 1))]
+//!     branch: String,
+//! }
+//!
+//! #[derive(Serialize, Deserialize, garde::Validate)]
+//! struct Run {
+//!     #[garde(skip)]
+//!     name: String,
+//! }
+//!
+//! struct Runs;
+//!
+//! #[async_trait]
+//! impl TypedSource for Runs {
+//!     type Args = RunsArgs;
+//!     type Output = Vec<Run>;
+//!     async fn authorize(&self, _: &ChatInfo, _: &Value, _: &RunsArgs) -> Result<(), HostError> {
+//!         Ok(())
+//!     }
+//!     async fn read(
+//!         &self, _: &ChatInfo, _: &Value, args: RunsArgs, _: tokio_util::sync::CancellationToken,
+//!     ) -> Result<Vec<Run>, HostError> {
+//!         Ok(vec![Run { name: format!("{} #1", args.branch) }])
+//!     }
+//! }
+//!
+//! struct Host(SourceRegistry);
+//!
+//! #[async_trait]
+//! impl UiHost for Host {
+//!     async fn capture(&self, info: &ChatInfo) -> Result<Value, HostError> {
+//!         Ok(Value::from(info.chat_id.as_str()))
+//!     }
+//!     fn sources(&self) -> &SourceRegistry {
+//!         &self.0
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let mut sources = SourceRegistry::new();
+//! sources.register("ci.runs", TypedAdapter::new(Runs));
+//! let host = Arc::new(Host(sources));
+//!
+//! // The agent's reply, compiled with the host's schemas and stored with revisions.
+//! let reply = "```ui\n$runs = @Query(\"ci.runs\", {branch: \"main\"})\n\
+//!     <Summary>{@Count($runs)} runs</Summary>\n```\n";
+//! let clock = FrozenClock(0.0);
+//! let options = CompileOptions {
+//!     id: "item-1".into(), is_final: true, query_schemas: Some(&host.0),
+//!     clock: Some(&clock), ..CompileOptions::default()
+//! };
+//! let mut block = (*UiCompiler::new().compile(reply, &options)[0]).clone();
+//! block.revision = Some(block_revision(&block));
+//! let (block_id, revision) = (block.id.clone(), block.revision.clone().unwrap());
+//!
+//! let store = Arc::new(MemoryStore::new());
+//! store.put_chat(ChatInfo { chat_id: "chat-1".into(), data: Value::Null });
+//! store.put_item("chat-1", StoredItem {
+//!     id: "item-1".into(), assistant: true, text: reply.into(),
+//!     blocks: vec![Arc::new(block)], ..StoredItem::default()
+//! });
+//!
+//! let service = UiQueries::new(host, store, Arc::new(TokioClock::new()));
+//! let reading = service.query(&QueryPayload {
+//!     chat_id: "chat-1".into(), item_id: "item-1".into(), block_id, revision,
+//!     query: "$runs".into(), values: Record::new(),
+//! }).await;
+//! assert_eq!(reading.state, ReadingState::Fresh);
+//! assert_eq!(reading.value.unwrap().to_js_json(), r#"[{"name":"main #1"}]"#);
+//! # });
+//! ```
+//!
+//! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde): `tokio-util`
+//! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
+//! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else.
+
+mod clock;
+mod payload;
+mod reading;
+mod schema;
+mod service;
+mod source;
+mod store;
+mod table;
+
+pub use clock::{HostClock, Sleep, TokioClock};
+pub use payload::{ChoicePayload, LinkPayload, QueryPayload};
+pub use reading::{HostError, QueryReading, ReadingState, UiRefusal, WireRefusal};
+pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
+pub use service::{IssueRequest, ServiceStats, UiQueries};
+pub use source::{
+    BoxFuture, ChatInfo, FnSource, LinkResolver, ReadRequest, SourceRegistry, Typed, TypedAdapter,
+    TypedSource, UiHost, UiSource, ValueSchema,
+};
+pub use store::{
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, MemoryStore, SendResult, StoredItem,
+    UiQueryState, UiStore, block_revision,
+};

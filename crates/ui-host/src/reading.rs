@@ -1,0 +1,183 @@
+//! What the host answers: [`QueryReading`] and [`UiRefusal`], the one way a host gives a
+//! stable code (`host.md` §8, §15).
+
+use serde::{Deserialize, Serialize};
+use ui_core::text::truncate_utf16;
+use ui_core::{HostCode, HostLimits, Value, WireCode};
+
+/// The state of a reading: a closed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadingState {
+    /// A value the source returned and the host accepted.
+    Fresh,
+    /// The read was allowed but produced nothing usable.
+    Failed,
+    /// The request was not admitted.
+    Refused,
+}
+
+/// The answer to one live query read (`ChatUiQueryReading`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryReading {
+    /// Fresh, failed or refused.
+    pub state: ReadingState,
+    /// The value (fresh only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The opaque id of this reading (fresh only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_id: Option<String>,
+    /// When the reading was produced, in epoch milliseconds.
+    pub read_at: u64,
+    /// A stable reason code, when the failure carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why the reading failed or was refused, for people (≤ 240 UTF-16 units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Cuts a reason to the host's limit in UTF-16 units; an empty one gets a generic sentence.
+pub(crate) fn reason_text(reason: &str) -> String {
+    let limit = HostLimits::DEFAULT.reason() as usize;
+    if reason.trim().is_empty() {
+        return "The live data could not be read.".to_owned();
+    }
+    truncate_utf16(reason, limit).to_owned()
+}
+
+impl QueryReading {
+    /// A fresh reading.
+    pub fn fresh(value: Value, read_id: String, read_at: u64) -> Self {
+        QueryReading {
+            state: ReadingState::Fresh,
+            value: Some(value),
+            read_id: Some(read_id),
+            read_at,
+            code: None,
+            reason: None,
+        }
+    }
+
+    /// A failed reading with an optional stable code.
+    pub fn failed(read_at: u64, code: Option<&str>, reason: &str) -> Self {
+        QueryReading {
+            state: ReadingState::Failed,
+            value: None,
+            read_id: None,
+            read_at,
+            code: code.map(str::to_owned),
+            reason: Some(reason_text(reason)),
+        }
+    }
+
+    /// A refused reading with an optional stable code.
+    pub fn refused(read_at: u64, code: Option<&str>, reason: &str) -> Self {
+        QueryReading {
+            state: ReadingState::Refused,
+            ..QueryReading::failed(read_at, code, reason)
+        }
+    }
+
+    /// Whether the reading is fresh.
+    pub fn is_fresh(&self) -> bool {
+        self.state == ReadingState::Fresh
+    }
+}
+
+/// A failure a host raises with a stable code (`ChatUiRefusal`): from `authorize` it
+/// refuses a reading, from `read` it fails one, from `link` it makes the link plain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct UiRefusal {
+    /// The stable code (`host.md` §14, or the host's own).
+    pub code: String,
+    /// The message, passed through to `reason`.
+    pub reason: String,
+}
+
+impl UiRefusal {
+    /// A refusal with `code` and `reason`.
+    pub fn new(code: impl Into<String>, reason: impl Into<String>) -> Self {
+        UiRefusal {
+            code: code.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// How a host's callback failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// A failure with a stable code.
+    #[error(transparent)]
+    Refusal(#[from] UiRefusal),
+    /// Any other failure: its message becomes the reason, with no code.
+    #[error("{0}")]
+    Message(String),
+}
+
+impl HostError {
+    /// A failure without a code.
+    pub fn message(message: impl Into<String>) -> Self {
+        HostError::Message(message.into())
+    }
+
+    /// The stable code, for a [`UiRefusal`].
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            HostError::Refusal(r) => Some(&r.code),
+            HostError::Message(_) => None,
+        }
+    }
+
+    /// The message.
+    pub fn reason(&self) -> &str {
+        match self {
+            HostError::Refusal(r) => &r.reason,
+            HostError::Message(m) => m,
+        }
+    }
+}
+
+/// A refusal of a wire request (a choice): the wire code, the stable code when there is
+/// one, and the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{wire}: {message}")]
+pub struct WireRefusal {
+    /// The wire error code (`refused-query`, `stale-ui-block`, …) or a `UiFailure` code.
+    pub wire: String,
+    /// The stable reason code, when there is one (`stale-read`, `access-unavailable`, …).
+    pub code: Option<String>,
+    /// The message.
+    pub message: String,
+}
+
+impl WireRefusal {
+    pub(crate) fn new(wire: WireCode, code: Option<HostCode>, message: impl Into<String>) -> Self {
+        WireRefusal {
+            wire: wire.as_str().to_owned(),
+            code: code.map(|c| c.as_str().to_owned()),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn from_host(error: &HostError) -> Self {
+        WireRefusal {
+            wire: WireCode::RefusedQuery.as_str().to_owned(),
+            code: error.code().map(str::to_owned),
+            message: error.reason().to_owned(),
+        }
+    }
+
+    pub(crate) fn from_failure(failure: &ui_core::Failure) -> Self {
+        WireRefusal {
+            wire: failure.code.as_str().to_owned(),
+            code: None,
+            message: failure.message.to_string(),
+        }
+    }
+}

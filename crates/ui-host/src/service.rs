@@ -1,0 +1,1076 @@
+//! [`UiQueries`]: the host service (`host.md` §4, §6–§9, §12–§13).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use indexmap::IndexMap;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use ui_compiler::{Block, has_fence, may_reference_host, query_arguments, resolve_choice};
+use ui_core::text::truncate_utf16;
+use ui_core::{
+    Budget, HostCode, HostLimits, Record, SystemClock, UiHostLimits, UiLimits, Value, WireCode,
+};
+use ui_links::{LinkResolution, link_targets};
+
+use crate::clock::HostClock;
+use crate::payload::{ChoicePayload, LinkPayload, QueryPayload};
+use crate::reading::{HostError, QueryReading, WireRefusal};
+use crate::source::{ChatInfo, ReadRequest, UiHost, UiSource};
+use crate::store::{
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoredItem, UiQueryState, UiStore,
+};
+use crate::table::{CacheEntry, SharedTable};
+
+/// The live-query service of one host: reads registered sources for stored blocks with the
+/// writing chat's captured access, caches and bounds the reads, resolves links, issues the
+/// query values of choices and freezes the first readings of final replies.
+pub struct UiQueries {
+    host: Arc<dyn UiHost>,
+    store: Arc<dyn UiStore>,
+    clock: Arc<dyn HostClock>,
+    limits: HostLimits,
+    ui_host_limits: UiHostLimits,
+    ui_limits: UiLimits,
+    fence_language: String,
+    table: SharedTable,
+    captures: Mutex<HashMap<(String, String), CaptureOutcome>>,
+    freezing: Mutex<HashSet<(String, String)>>,
+    choices: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for UiQueries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UiQueries")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many reads, cache entries and the like the service holds right now (for tests and
+/// metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServiceStats {
+    /// Cached fresh readings.
+    pub cached: usize,
+    /// Reads whose outcome is pending.
+    pub in_flight: usize,
+    /// Attempt entries.
+    pub attempts: usize,
+    /// Occupied global read slots.
+    pub slots: usize,
+    /// The largest number of slots one chat occupies.
+    pub max_chat_slots: usize,
+    /// Captures in flight.
+    pub captures: usize,
+    /// Freezes running.
+    pub freezes: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The JSON text of `value` with every record's keys sorted: equal texts ⇔ structurally
+/// equal values, so it serves as a cache key.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Record(record) => {
+            let mut keys: Vec<&String> = record.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = Value::from(key.as_str()).write_js_json(out);
+                out.push(':');
+                canonical(&record[key], out);
+            }
+            out.push('}');
+        }
+        scalar => {
+            let _ = scalar.write_js_json(out);
+        }
+    }
+}
+
+fn identity_parts(p: &QueryPayload) -> String {
+    [
+        p.chat_id.as_str(),
+        &p.item_id,
+        &p.block_id,
+        &p.revision,
+        &p.query,
+    ]
+    .join("\u{0}")
+}
+
+/// The attempt-table name of a query's identity (any arguments).
+fn identity(p: &QueryPayload) -> String {
+    format!("i\u{0}{}", identity_parts(p))
+}
+
+/// The cache and attempt-table name of a query with its parsed arguments.
+fn key(p: &QueryPayload, args: &Value) -> String {
+    let mut k = format!("k\u{0}{}\u{0}", identity_parts(p));
+    canonical(args, &mut k);
+    k
+}
+
+/// A capture in flight: `None` until it settles, then the access (or none).
+type CaptureOutcome = watch::Receiver<Option<Option<Arc<Value>>>>;
+
+/// What a choice or link asks issued query values for (`host.md` §12.2).
+#[derive(Debug, Clone, Copy)]
+pub struct IssueRequest<'a> {
+    /// The chat.
+    pub chat_id: &'a str,
+    /// The assistant item.
+    pub item_id: &'a str,
+    /// The block.
+    pub block_id: &'a str,
+    /// The block revision the page drew.
+    pub revision: &'a str,
+    /// The input values on screen.
+    pub values: &'a Record,
+    /// The read id of each query's reading on screen.
+    pub reads: &'a IndexMap<String, String>,
+    /// Whether a choice asks (an answered block then needs no values).
+    pub for_choice: bool,
+}
+
+/// The outcome of admission under the table lock.
+enum Admit {
+    Answer(QueryReading),
+    Wait(crate::table::Pending),
+    Start(
+        crate::table::SlotGuard,
+        watch::Sender<Option<QueryReading>>,
+        crate::table::Pending,
+    ),
+}
+
+impl UiQueries {
+    /// A service for `host`, keeping its state in `store`, reading time from `clock`, with
+    /// the spec's limits.
+    pub fn new(
+        host: Arc<dyn UiHost>,
+        store: Arc<dyn UiStore>,
+        clock: Arc<dyn HostClock>,
+    ) -> Arc<Self> {
+        Self::with_limits(
+            host,
+            store,
+            clock,
+            HostLimits::DEFAULT,
+            UiHostLimits::DEFAULT,
+        )
+    }
+
+    /// A service with other limits (tests, tuning).
+    pub fn with_limits(
+        host: Arc<dyn UiHost>,
+        store: Arc<dyn UiStore>,
+        clock: Arc<dyn HostClock>,
+        limits: HostLimits,
+        ui_host_limits: UiHostLimits,
+    ) -> Arc<Self> {
+        Arc::new(UiQueries {
+            host,
+            store,
+            clock,
+            limits,
+            ui_host_limits,
+            ui_limits: UiLimits::DEFAULT,
+            fence_language: ui_core::FENCE_LANGUAGE.to_owned(),
+            table: SharedTable::default(),
+            captures: Mutex::new(HashMap::new()),
+            freezing: Mutex::new(HashSet::new()),
+            choices: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The host this service serves.
+    pub fn host(&self) -> &Arc<dyn UiHost> {
+        &self.host
+    }
+
+    /// What the service holds right now.
+    pub fn stats(&self) -> ServiceStats {
+        let t = self.table.lock();
+        ServiceStats {
+            cached: t.cache.len(),
+            in_flight: t.inflight.len(),
+            attempts: t.attempts.len(),
+            slots: t.slots,
+            max_chat_slots: t.chat_slots.values().copied().max().unwrap_or(0),
+            captures: lock(&self.captures).len(),
+            freezes: lock(&self.freezing).len(),
+        }
+    }
+
+    /// Evicts every cached reading of a removed chat.
+    pub fn forget(&self, chat_id: &str) {
+        self.table.lock().forget(chat_id);
+    }
+
+    // ---- stored blocks (§6.1 step 1) ----
+
+    /// The stored item and block when the item is a finished top-level assistant item and
+    /// the block is complete with this revision.
+    async fn stored_block(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        block_id: &str,
+        revision: &str,
+    ) -> Option<(StoredItem, Arc<Block>)> {
+        let item = self.store.item(chat_id, item_id).await?;
+        if !item.assistant || item.streaming || item.parent_tool_use_id.is_some() {
+            return None;
+        }
+        let block = item.blocks.iter().find(|b| b.id == block_id)?.clone();
+        (block.complete && block.revision.as_deref() == Some(revision)).then_some((item, block))
+    }
+
+    // ---- capture (§4) ----
+
+    /// The captured access of an item: joins a capture in flight, returns the stored access
+    /// for an item authored here, or captures now (first time, or a forked item).
+    pub async fn access(self: &Arc<Self>, chat_id: &str, item_id: &str) -> Option<Arc<Value>> {
+        let k = (chat_id.to_owned(), item_id.to_owned());
+        let mut rx = {
+            let mut captures = lock(&self.captures);
+            match captures.get(&k) {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    captures.insert(k.clone(), rx.clone());
+                    let this = Arc::clone(self);
+                    tokio::spawn(async move {
+                        let outcome = this.capture(&k.0, &k.1).await;
+                        lock(&this.captures).remove(&k);
+                        let _ = tx.send(Some(outcome));
+                    });
+                    rx
+                }
+            }
+        };
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone().flatten(),
+            Err(_) => None,
+        }
+    }
+
+    /// §4.2 steps 2–3 (the leader of a capture).
+    async fn capture(&self, chat_id: &str, item_id: &str) -> Option<Arc<Value>> {
+        let item = self.store.item(chat_id, item_id).await?;
+        if item
+            .ui_queries
+            .as_ref()
+            .is_some_and(|q| q.author_chat_id == chat_id)
+        {
+            return match self.store.access(chat_id, item_id).await {
+                AccessRecord::Granted(v) => Some(v),
+                _ => None,
+            };
+        }
+        // Persist "denied" first, so a crash during capture never widens rights.
+        self.store.set_access(chat_id, item_id, None).await;
+        self.store
+            .set_ui_queries(
+                chat_id,
+                item_id,
+                UiQueryState {
+                    author_chat_id: chat_id.to_owned(),
+                    blocks: IndexMap::new(),
+                },
+            )
+            .await;
+        let info = self.store.chat_info(chat_id).await?;
+        let captured = self.host.capture(&info).await.ok()?;
+        let clock = SystemClock::new();
+        let copy = Budget::new(self.ui_limits, &clock)
+            .copy_value(&captured)
+            .ok()?;
+        if copy.js_json_len() as u64 > self.limits.access_bytes() {
+            return None;
+        }
+        let copy = Arc::new(copy);
+        self.store
+            .set_access(chat_id, item_id, Some(Arc::clone(&copy)))
+            .await;
+        Some(copy)
+    }
+
+    /// Called for every change of an assistant item that may carry UI (`observe`, §4.1,
+    /// §9): starts or joins the capture when the item may reference the host, and when the
+    /// reply is final starts one background freeze of its first readings.
+    pub async fn observe(self: &Arc<Self>, chat_id: &str, item_id: &str, is_final: bool) {
+        let Some(item) = self.store.item(chat_id, item_id).await else {
+            return;
+        };
+        if !item.assistant
+            || item.parent_tool_use_id.is_some()
+            || !has_fence(&item.text, &self.fence_language)
+        {
+            return;
+        }
+        let capturing =
+            lock(&self.captures).contains_key(&(chat_id.to_owned(), item_id.to_owned()));
+        let admitted = capturing
+            || item
+                .ui_queries
+                .as_ref()
+                .is_some_and(|q| q.author_chat_id == chat_id)
+            || may_reference_host(&item.text)
+            || item.blocks.iter().any(|b| !b.queries.is_empty());
+        if !admitted {
+            return;
+        }
+        let this = Arc::clone(self);
+        let (chat, id) = (chat_id.to_owned(), item_id.to_owned());
+        tokio::spawn(async move {
+            this.access(&chat, &id).await;
+        });
+        if is_final && !item.blocks.is_empty() {
+            let k = (chat_id.to_owned(), item_id.to_owned());
+            if lock(&self.freezing).insert(k.clone()) {
+                let this = Arc::clone(self);
+                tokio::spawn(async move {
+                    this.freeze(&k.0, &k.1).await;
+                    lock(&this.freezing).remove(&k);
+                });
+            }
+        }
+    }
+
+    // ---- ui.query (§6) ----
+
+    /// Answers `ui.query` (§6.1–6.2). Always a reading; never fails.
+    pub async fn query(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
+        let refused = |code: Option<HostCode>, reason: &str| {
+            QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
+        };
+        let Some((_, block)) = self
+            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return refused(
+                Some(HostCode::BlockStale),
+                "The block changed or is not final.",
+            );
+        };
+        let Some(query) = block
+            .queries
+            .get(&p.query)
+            .filter(|_| block.queries.len() as u64 <= self.ui_host_limits.queries())
+        else {
+            return refused(
+                Some(HostCode::QueryUndeclared),
+                "The block does not declare this query.",
+            );
+        };
+        let Some(source) = self.host.sources().get(&query.source).cloned() else {
+            return refused(
+                Some(HostCode::SourceUnregistered),
+                "The query's source is not registered.",
+            );
+        };
+        let args = match self.arguments(&block, &p.query, &p.values, &*source) {
+            Ok(args) => args,
+            Err(reason) => return refused(None, &reason),
+        };
+        let Some(access) = self.access(&p.chat_id, &p.item_id).await else {
+            return refused(
+                Some(HostCode::AccessUnavailable),
+                "The writing chat's access is not available.",
+            );
+        };
+        let Some(info) = self.store.chat_info(&p.chat_id).await else {
+            return refused(Some(HostCode::BlockStale), "The chat is gone.");
+        };
+        let info = Arc::new(info);
+        if let Err(e) = source.authorize(&info, &access, &args).await {
+            return refused(None, "").with_host_error(&e);
+        }
+        self.serve(p, source, info, access, args).await
+    }
+
+    /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
+    /// argument schema.
+    fn arguments(
+        &self,
+        block: &Block,
+        name: &str,
+        values: &Record,
+        source: &dyn UiSource,
+    ) -> Result<Record, String> {
+        let clock = SystemClock::new();
+        let args = query_arguments(block, name, values, self.ui_limits, &clock)
+            .map_err(|f| f.message.to_string())?;
+        match source.args().parse(&Value::record(args))? {
+            Value::Record(r) => Ok(Arc::unwrap_or_clone(r)),
+            _ => Err("The parsed arguments are not a record.".to_owned()),
+        }
+    }
+
+    /// §6.2 steps 9–18.
+    async fn serve(
+        self: &Arc<Self>,
+        p: &QueryPayload,
+        source: Arc<dyn UiSource>,
+        info: Arc<ChatInfo>,
+        access: Arc<Value>,
+        args: Record,
+    ) -> QueryReading {
+        let args_value = Value::record(args.clone());
+        let key = key(p, &args_value);
+        let identity = identity(p);
+        let admit = {
+            let mut t = self.table.lock();
+            let now = self.clock.now_ms();
+            let window = self.ui_host_limits.refresh_milliseconds();
+            let cached = t
+                .newest
+                .get(&key)
+                .and_then(|id| t.cache.get(id))
+                .filter(|e| now.saturating_sub(e.reading.read_at) < window)
+                .map(|e| e.reading.clone());
+            if let Some(reading) = cached {
+                Admit::Answer(reading)
+            } else if let Some(pending) = t.inflight.get(&key) {
+                Admit::Wait(pending.clone())
+            } else if t
+                .attempts
+                .get(&key)
+                .is_some_and(|&at| now.saturating_sub(at) < window)
+                || t.attempts
+                    .get(&identity)
+                    .is_some_and(|&at| now.saturating_sub(at) < self.limits.read_gap())
+            {
+                Admit::Answer(QueryReading::failed(
+                    now,
+                    Some(HostCode::RefreshLimit.as_str()),
+                    "This query was read moments ago; try again shortly.",
+                ))
+            } else if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
+                >= self.limits.chat_read_slots() as usize
+                || t.slots >= self.limits.read_slots() as usize
+            {
+                Admit::Answer(QueryReading::failed(
+                    now,
+                    Some(HostCode::Busy.as_str()),
+                    "Too many reads are running; try again shortly.",
+                ))
+            } else {
+                let capacity = self.limits.attempt_entries() as usize;
+                t.attempt(key.clone(), now, capacity);
+                t.attempt(identity, now, capacity);
+                let guard = self.table.occupy(&mut t, &p.chat_id);
+                let (tx, rx) = watch::channel(None);
+                t.inflight.insert(key.clone(), rx.clone());
+                Admit::Start(guard, tx, rx)
+            }
+        };
+        let pending = match admit {
+            Admit::Answer(reading) => return reading,
+            Admit::Wait(pending) => pending,
+            Admit::Start(guard, tx, rx) => {
+                let this = Arc::clone(self);
+                let request = ReadRequest {
+                    info,
+                    args,
+                    access,
+                    cancel: CancellationToken::new(),
+                };
+                let chat_id = p.chat_id.clone();
+                tokio::spawn(async move {
+                    let reading = this.drive(source, request, guard).await;
+                    {
+                        let mut t = this.table.lock();
+                        t.inflight.remove(&key);
+                        if let Some(read_id) = reading.read_id.clone() {
+                            let entry = CacheEntry {
+                                key,
+                                chat_id,
+                                reading: reading.clone(),
+                            };
+                            t.insert(read_id, entry, this.limits.cache_entries() as usize);
+                        }
+                    }
+                    let _ = tx.send(Some(reading));
+                });
+                rx
+            }
+        };
+        wait(pending, self.clock.now_ms()).await
+    }
+
+    /// Runs one read on its own task, racing the timeout (§6.2 steps 13–16).
+    async fn drive(
+        &self,
+        source: Arc<dyn UiSource>,
+        request: ReadRequest,
+        guard: crate::table::SlotGuard,
+    ) -> QueryReading {
+        let cancel = request.cancel.clone();
+        let (tx, rx) = oneshot::channel();
+        let reader = Arc::clone(&source);
+        tokio::spawn(async move {
+            let outcome = reader.read(request).await;
+            let _ = tx.send(outcome);
+            // The slot is freed only now, when the source's own work has ended.
+            drop(guard);
+        });
+        let outcome = tokio::select! {
+            outcome = rx => outcome,
+            () = self.clock.sleep(self.limits.read_timeout()) => {
+                cancel.cancel();
+                return QueryReading::failed(
+                    self.clock.now_ms(),
+                    Some(HostCode::TimedOut.as_str()),
+                    "The source did not answer in time.",
+                );
+            }
+        };
+        let now = self.clock.now_ms();
+        let value = match outcome {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => return QueryReading::failed(now, None, "").with_host_error(&e),
+            Err(_) => {
+                return QueryReading::failed(now, None, "The source stopped without an answer.");
+            }
+        };
+        let parsed = match source.result().parse(&value) {
+            Ok(v) => v,
+            Err(reason) => return QueryReading::failed(now, None, &reason),
+        };
+        let clock = SystemClock::new();
+        let copy = match Budget::new(self.ui_limits, &clock).copy_value(&parsed) {
+            Ok(v) => v,
+            Err(f) => return QueryReading::failed(now, None, &f.message),
+        };
+        if copy.js_json_len() as u64 > self.limits.result_bytes() {
+            return QueryReading::failed(
+                now,
+                Some(HostCode::ResultTooLarge.as_str()),
+                &format!(
+                    "The result is larger than {} bytes.",
+                    self.limits.result_bytes()
+                ),
+            );
+        }
+        QueryReading::fresh(copy, uuid::Uuid::new_v4().to_string(), now)
+    }
+
+    // ---- issued query values (§12.2) ----
+
+    /// The query values a choice or link may rely on (`choiceValues`): for every declared
+    /// query, the reading the page names in `reads`, accepted only when it was read for the
+    /// current arguments (cache, any age) or is the frozen first reading for the defaults.
+    ///
+    /// # Errors
+    /// A [`WireRefusal`]: `stale-ui-block`, `refused-query` (undeclared query, unregistered
+    /// source, missing access, argument failures, a refusal of `authorize`) or
+    /// `stale-ui-query` with `stale-read`.
+    pub async fn issued_values(
+        self: &Arc<Self>,
+        request: &IssueRequest<'_>,
+    ) -> Result<Record, WireRefusal> {
+        let IssueRequest {
+            chat_id,
+            item_id,
+            block_id,
+            revision,
+            values,
+            reads,
+            for_choice,
+        } = *request;
+        let Some(item) = self.store.item(chat_id, item_id).await else {
+            return Ok(Record::new());
+        };
+        let Some(block) = item.blocks.iter().find(|b| b.id == block_id).cloned() else {
+            return Ok(Record::new());
+        };
+        if for_choice
+            && item
+                .answers
+                .get(block_id)
+                .is_some_and(|a| a.origin.revision == revision)
+        {
+            return Ok(Record::new());
+        }
+        if block.queries.is_empty() {
+            return Ok(Record::new());
+        }
+        let Some(access) = self.access(chat_id, item_id).await else {
+            return Err(WireRefusal::new(
+                WireCode::RefusedQuery,
+                Some(HostCode::AccessUnavailable),
+                "The writing chat's access is not available.",
+            ));
+        };
+        let info = self.store.chat_info(chat_id).await.unwrap_or_default();
+        let mut issued = Record::new();
+        for name in block.queries.keys() {
+            let p = QueryPayload {
+                chat_id: chat_id.to_owned(),
+                item_id: item_id.to_owned(),
+                block_id: block_id.to_owned(),
+                revision: revision.to_owned(),
+                query: name.clone(),
+                values: values.clone(),
+            };
+            let (source, args) = self.admit_for_values(&p).await?;
+            if let Err(e) = source.authorize(&info, &access, &args).await {
+                return Err(WireRefusal::from_host(&e));
+            }
+            let stale = || {
+                WireRefusal::new(
+                    WireCode::StaleUiQuery,
+                    Some(HostCode::StaleRead),
+                    "The values on screen are no longer the ones the host read.",
+                )
+            };
+            let Some(read_id) = reads.get(name) else {
+                return Err(stale());
+            };
+            let current = key(&p, &Value::record(args.clone()));
+            let cached = {
+                let t = self.table.lock();
+                t.cache
+                    .get(read_id)
+                    .filter(|e| e.key == current)
+                    .map(|e| e.reading.clone())
+            };
+            let reading = match cached {
+                Some(r) => Some(r),
+                None => {
+                    self.frozen_for(&item, &block, name, read_id, &p, &args)
+                        .await
+                }
+            };
+            match reading {
+                Some(r) if r.is_fresh() => {
+                    issued.insert(name.clone(), r.value.unwrap_or_default());
+                }
+                _ => return Err(stale()),
+            }
+        }
+        Ok(issued)
+    }
+
+    /// §6.1 steps 1–6 for issued values: failures are wire refusals.
+    async fn admit_for_values(
+        &self,
+        p: &QueryPayload,
+    ) -> Result<(Arc<dyn UiSource>, Record), WireRefusal> {
+        let Some((_, block)) = self
+            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return Err(WireRefusal::new(
+                WireCode::StaleUiBlock,
+                Some(HostCode::BlockStale),
+                "The block changed or is not final.",
+            ));
+        };
+        let Some(query) = block
+            .queries
+            .get(&p.query)
+            .filter(|_| block.queries.len() as u64 <= self.ui_host_limits.queries())
+        else {
+            return Err(WireRefusal::new(
+                WireCode::RefusedQuery,
+                Some(HostCode::QueryUndeclared),
+                "The block does not declare this query.",
+            ));
+        };
+        let Some(source) = self.host.sources().get(&query.source).cloned() else {
+            return Err(WireRefusal::new(
+                WireCode::RefusedQuery,
+                Some(HostCode::SourceUnregistered),
+                "The query's source is not registered.",
+            ));
+        };
+        let args = self
+            .arguments(&block, &p.query, &p.values, &*source)
+            .map_err(|m| WireRefusal::new(WireCode::RefusedQuery, None, m))?;
+        Ok((source, args))
+    }
+
+    /// The frozen reading of `name` when its revision and read id match and the current
+    /// arguments equal the arguments of the defaults (§12.2 step 4d).
+    async fn frozen_for(
+        &self,
+        item: &StoredItem,
+        block: &Block,
+        name: &str,
+        read_id: &str,
+        p: &QueryPayload,
+        args: &Record,
+    ) -> Option<QueryReading> {
+        let frozen = item.ui_queries.as_ref()?.blocks.get(&block.id)?;
+        if Some(frozen.revision.as_str()) != block.revision.as_deref() {
+            return None;
+        }
+        let reading = frozen.readings.get(name)?;
+        if reading.read_id.as_deref() != Some(read_id) {
+            return None;
+        }
+        let source = self.host.sources().get(&block.queries.get(name)?.source)?;
+        let defaults = self
+            .arguments(block, &p.query, &Record::new(), &**source)
+            .ok()?;
+        (Value::record(defaults) == Value::record(args.clone())).then(|| reading.clone())
+    }
+
+    // ---- ui.link (§13.3) ----
+
+    /// Answers `ui.link`: always a resolution, `plain` with a code when the host cannot or
+    /// will not make it a chip.
+    pub async fn link(self: &Arc<Self>, p: &LinkPayload) -> LinkResolution {
+        let Some(resolver) = self.host.links() else {
+            return plain(HostCode::LinksUnsupported, "The host resolves no links.");
+        };
+        let Some((item, block)) = self
+            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return plain(HostCode::BlockStale, "The block changed or is not final.");
+        };
+        if item.ui_queries.is_none() {
+            return plain(HostCode::AccessUnavailable, "The item was never captured.");
+        }
+        let Some(access) = self.access(&p.chat_id, &p.item_id).await else {
+            return plain(
+                HostCode::AccessUnavailable,
+                "The writing chat's access is not available.",
+            );
+        };
+        let issued = match self
+            .issued_values(&IssueRequest {
+                chat_id: &p.chat_id,
+                item_id: &p.item_id,
+                block_id: &p.block_id,
+                revision: &p.revision,
+                values: &p.values,
+                reads: &p.reads,
+                for_choice: false,
+            })
+            .await
+        {
+            Ok(v) => v,
+            Err(r) => return LinkResolution::plain(r.code.as_deref(), &r.message),
+        };
+        let clock = SystemClock::new();
+        let targets = match link_targets(&block, &p.values, &issued, self.ui_limits, &clock) {
+            Ok(t) => t,
+            Err(f) => return LinkResolution::plain(None, &f.message),
+        };
+        let Some(target) = targets.get(&p.node_id) else {
+            return plain(
+                HostCode::LinkUnsupported,
+                "The node is not a visible link of this block.",
+            );
+        };
+        let info = self.store.chat_info(&p.chat_id).await.unwrap_or_default();
+        match resolver.link(&info, &access, target).await {
+            Ok(answer) => LinkResolution::from_host_answer(&answer),
+            Err(e) => LinkResolution::plain(e.code(), e.reason()),
+        }
+    }
+
+    // ---- chat.uiChoice (§12.1) ----
+
+    /// Answers `chat.uiChoice`: checks the issued query values and the input, resolves the
+    /// choice, sends its context as the person's next message and records the answer. A
+    /// repeated identical pick answers the recorded answer again.
+    ///
+    /// # Errors
+    /// A [`WireRefusal`] with the wire code of `host.md` §12.4.
+    pub async fn choose(self: &Arc<Self>, p: &ChoicePayload) -> Result<ChoiceAnswer, WireRefusal> {
+        let issued = self
+            .issued_values(&IssueRequest {
+                chat_id: &p.chat_id,
+                item_id: &p.item_id,
+                block_id: &p.block_id,
+                revision: &p.revision,
+                values: &p.values,
+                reads: &p.reads,
+                for_choice: true,
+            })
+            .await?;
+        let _one_at_a_time = self.choices.lock().await;
+        let Some((item, block)) = self
+            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return Err(WireRefusal::new(
+                WireCode::StaleUiBlock,
+                None,
+                "The block changed or is not final.",
+            ));
+        };
+        if let Some(answer) = item
+            .answers
+            .get(&p.block_id)
+            .filter(|a| a.origin.revision == p.revision)
+        {
+            if answer.origin.choice_id == p.choice_id {
+                return Ok(answer.clone());
+            }
+            return Err(WireRefusal::new(
+                WireCode::UiAlreadyAnswered,
+                None,
+                "Another choice of this block was already sent.",
+            ));
+        }
+        let clock = SystemClock::new();
+        let selection = resolve_choice(
+            &block,
+            &p.choice_id,
+            &p.values,
+            &issued,
+            self.ui_limits,
+            &clock,
+        )
+        .map_err(|f| WireRefusal::from_failure(&f))?;
+        let origin = ChoiceOrigin {
+            item_id: p.item_id.clone(),
+            block_id: p.block_id.clone(),
+            revision: p.revision.clone(),
+            choice_id: p.choice_id.clone(),
+            label: selection.label,
+            source_at: item.created_at,
+            older: self.store.has_newer_item(&p.chat_id, &p.item_id).await,
+            values: Some(selection.values),
+            at: self.clock.now_ms(),
+        };
+        let sent = self
+            .store
+            .send_choice(&p.chat_id, &origin, &selection.context)
+            .await;
+        let answer = ChoiceAnswer { origin, sent };
+        self.store.record_answer(&p.chat_id, answer.clone()).await;
+        Ok(answer)
+    }
+
+    // ---- freezing (§9) ----
+
+    async fn freeze(self: &Arc<Self>, chat_id: &str, item_id: &str) {
+        let access = self.access(chat_id, item_id).await;
+        let Some(item) = self.store.item(chat_id, item_id).await else {
+            return;
+        };
+        let blocks: Vec<Arc<Block>> = item
+            .blocks
+            .iter()
+            .take(ui_core::ReplyLimits::DEFAULT.blocks() as usize)
+            .cloned()
+            .collect();
+        for block in blocks {
+            let Some(revision) = block.revision.clone() else {
+                return;
+            };
+            let Some(now_item) = self.store.item(chat_id, item_id).await else {
+                return;
+            };
+            if !now_item
+                .blocks
+                .iter()
+                .any(|b| b.id == block.id && b.revision.as_deref() == Some(&revision))
+            {
+                return;
+            }
+            if now_item
+                .ui_queries
+                .as_ref()
+                .and_then(|q| q.blocks.get(&block.id))
+                .is_some_and(|f| f.revision == revision)
+            {
+                continue;
+            }
+            let mut readings = IndexMap::new();
+            let mut fresh = Record::new();
+            for name in block
+                .queries
+                .keys()
+                .take(self.ui_host_limits.queries() as usize)
+            {
+                let p = QueryPayload {
+                    chat_id: chat_id.to_owned(),
+                    item_id: item_id.to_owned(),
+                    block_id: block.id.clone(),
+                    revision: revision.clone(),
+                    query: name.clone(),
+                    values: Record::new(),
+                };
+                let reading = self.query(&p).await;
+                if let Some(v) = reading.value.clone().filter(|_| reading.is_fresh()) {
+                    fresh.insert(name.clone(), v);
+                }
+                readings.insert(name.clone(), reading);
+            }
+            let links = self
+                .freeze_links(chat_id, &block, &fresh, access.as_ref())
+                .await;
+            let Some(now_item) = self.store.item(chat_id, item_id).await else {
+                return;
+            };
+            let Some(state) = now_item.ui_queries.clone() else {
+                return;
+            };
+            if !now_item
+                .blocks
+                .iter()
+                .any(|b| b.id == block.id && b.revision.as_deref() == Some(&revision))
+            {
+                return;
+            }
+            let clock = SystemClock::new();
+            let text = ui_fallback::query_fallback(&block, &fresh, self.ui_limits, &clock)
+                .unwrap_or_else(|_| block.fallback.clone());
+            let mut fallback =
+                truncate_utf16(&text, self.limits.frozen_fallback() as usize).to_owned();
+            let sources = sources_line(&block);
+            if !block.queries.is_empty() {
+                fallback.push_str(&sources);
+            }
+            for (name, reading) in &readings {
+                if !reading.is_fresh() {
+                    fallback.push_str(&format!(
+                        "\n{name}: {}",
+                        reading.reason.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
+            let entry = FrozenBlock {
+                revision: revision.clone(),
+                readings,
+                links,
+                fallback,
+            };
+            let mut map = state.blocks.clone();
+            map.insert(block.id.clone(), entry);
+            if self.snapshot_bytes(&map) > self.limits.snapshot_bytes() {
+                let now = self.clock.now_ms();
+                let reason = "The first values were too large to keep.";
+                let entry = map.get_mut(&block.id).expect("just inserted");
+                for reading in entry.readings.values_mut() {
+                    *reading = QueryReading::failed(
+                        now,
+                        Some(HostCode::SnapshotTooLarge.as_str()),
+                        reason,
+                    );
+                }
+                if let Some(links) = entry.links.as_mut() {
+                    for link in links.values_mut() {
+                        *link =
+                            LinkResolution::plain(Some(HostCode::LinkUnchecked.as_str()), reason);
+                    }
+                }
+                entry.fallback = format!(
+                    "{}{sources}\nThe live values were too large to keep.",
+                    truncate_utf16(&block.fallback, self.limits.oversize_fallback() as usize)
+                );
+                if self.snapshot_bytes(&map) > self.limits.snapshot_bytes() {
+                    map.shift_remove(&block.id);
+                }
+            }
+            self.store
+                .set_ui_queries(
+                    chat_id,
+                    item_id,
+                    UiQueryState {
+                        author_chat_id: state.author_chat_id,
+                        blocks: map,
+                    },
+                )
+                .await;
+        }
+    }
+
+    /// §9 step 2d: resolutions of the first 64 link targets for the defaults and the fresh
+    /// values.
+    async fn freeze_links(
+        &self,
+        chat_id: &str,
+        block: &Block,
+        fresh: &Record,
+        access: Option<&Arc<Value>>,
+    ) -> Option<IndexMap<String, LinkResolution>> {
+        let resolver = self.host.links()?;
+        let clock = SystemClock::new();
+        let targets = link_targets(block, &Record::new(), fresh, self.ui_limits, &clock).ok()?;
+        let info = self.store.chat_info(chat_id).await.unwrap_or_default();
+        let mut out = IndexMap::new();
+        for (node_id, target) in targets.iter().take(self.ui_host_limits.links() as usize) {
+            let resolution = match access {
+                None => plain(
+                    HostCode::AccessUnavailable,
+                    "The writing chat's access is not available.",
+                ),
+                Some(access) => match resolver.link(&info, access, target).await {
+                    Ok(answer) => LinkResolution::from_host_answer(&answer),
+                    Err(e) => LinkResolution::plain(e.code(), e.reason()),
+                },
+            };
+            out.insert(node_id.clone(), resolution);
+        }
+        Some(out)
+    }
+
+    fn snapshot_bytes(&self, map: &IndexMap<String, FrozenBlock>) -> u64 {
+        serde_json::to_value(map)
+            .map(|json| Value::from(&json).js_json_len() as u64)
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// `\nSources: name: source, …` for a block's declared queries.
+fn sources_line(block: &Block) -> String {
+    let list: Vec<String> = block
+        .queries
+        .iter()
+        .map(|(name, q)| format!("{name}: {}", q.source))
+        .collect();
+    format!("\nSources: {}", list.join(", "))
+}
+
+fn plain(code: HostCode, reason: &str) -> LinkResolution {
+    LinkResolution::plain(Some(code.as_str()), reason)
+}
+
+/// Waits for a pending read's outcome.
+async fn wait(mut pending: crate::table::Pending, now: u64) -> QueryReading {
+    match pending.wait_for(Option::is_some).await {
+        Ok(reading) => reading.clone().unwrap_or_else(|| lost(now)),
+        Err(_) => lost(now),
+    }
+}
+
+fn lost(now: u64) -> QueryReading {
+    QueryReading::failed(now, None, "The read ended without an answer.")
+}
+
+impl QueryReading {
+    /// The same reading with the reason and code of a host's failure.
+    fn with_host_error(mut self, error: &HostError) -> Self {
+        self.code = error.code().map(str::to_owned);
+        self.reason = Some(crate::reading::reason_text(error.reason()));
+        self
+    }
+}

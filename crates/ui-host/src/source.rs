@@ -1,0 +1,367 @@
+//! What a host registers: [`UiSource`]s with argument and result schemas, `authorize` and
+//! `read`; the [`Typed`] adapter for Rust hosts with serde + garde types; JSON Schema
+//! sources for hosts without Rust types; and the [`UiHost`] that captures access and
+//! resolves links (`host.md` §3).
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use ui_compiler::QuerySchemas;
+use ui_core::{Record, Value};
+use ui_links::LinkTarget;
+
+use crate::reading::HostError;
+use crate::schema::JsonSchema;
+
+/// What the host knows of a chat when it captures, authorizes, reads or links.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatInfo {
+    /// The chat's id.
+    pub chat_id: String,
+    /// Whatever else the host application records about the chat (owner, project, …).
+    pub data: Value,
+}
+
+/// A schema that validates a value and may transform it (fill defaults, strip fields): the
+/// parsed output is what the host uses from then on.
+pub trait ValueSchema: Send + Sync + 'static {
+    /// The parsed value, or why `value` does not pass.
+    ///
+    /// # Errors
+    /// A message naming what failed.
+    fn parse(&self, value: &Value) -> Result<Value, String>;
+}
+
+/// The schema of a serde + garde type: deserialize, validate, serialize back. Use
+/// `#[serde(deny_unknown_fields)]` for strict records and `#[serde(default)]` for defaults.
+pub struct Typed<T>(PhantomData<fn() -> T>);
+
+impl<T> Typed<T> {
+    /// The schema of `T`.
+    pub fn new() -> Self {
+        Typed(PhantomData)
+    }
+}
+
+impl<T> Default for Typed<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> std::fmt::Debug for Typed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Typed<{}>", std::any::type_name::<T>())
+    }
+}
+
+/// Deserializes and validates a `T` from a value.
+fn decode<T>(value: &Value) -> Result<T, String>
+where
+    T: DeserializeOwned + garde::Validate,
+    T::Context: Default,
+{
+    let typed: T =
+        serde_json::from_value(serde_json::Value::from(value)).map_err(|e| e.to_string())?;
+    typed.validate().map_err(|report| report.to_string())?;
+    Ok(typed)
+}
+
+/// Serializes a `T` back into a value.
+fn encode<T: Serialize>(typed: &T) -> Result<Value, String> {
+    let json = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+    Ok(Value::from(&json))
+}
+
+impl<T> ValueSchema for Typed<T>
+where
+    T: DeserializeOwned + Serialize + garde::Validate + 'static,
+    T::Context: Default,
+{
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        encode(&decode::<T>(value)?)
+    }
+}
+
+/// One read the host asks a source for.
+#[derive(Debug, Clone)]
+pub struct ReadRequest {
+    /// The chat's current info.
+    pub info: Arc<ChatInfo>,
+    /// The parsed arguments.
+    pub args: Record,
+    /// The access captured when the reply was written.
+    pub access: Arc<Value>,
+    /// Cancelled at the read timeout; the source should stop its work.
+    pub cancel: CancellationToken,
+}
+
+/// A registered query source (`ChatUiSource`).
+#[async_trait]
+pub trait UiSource: Send + Sync + 'static {
+    /// The argument schema: checked by the compiler and parsed before every read.
+    fn args(&self) -> &dyn ValueSchema;
+    /// The result schema: what `read` returns must pass it.
+    fn result(&self) -> &dyn ValueSchema;
+    /// Runs before every read and every cache hit; an error refuses.
+    async fn authorize(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        args: &Record,
+    ) -> Result<(), HostError>;
+    /// Produces the result. Runs on its own task; it may outlive the request.
+    async fn read(&self, request: ReadRequest) -> Result<Value, HostError>;
+}
+
+/// A source with Rust types for its arguments and result (serde + garde), adapted to
+/// [`UiSource`] by [`Typed`].
+#[async_trait]
+pub trait TypedSource: Send + Sync + 'static {
+    /// The argument record.
+    type Args: DeserializeOwned + Serialize + garde::Validate<Context = ()> + Send + Sync + 'static;
+    /// The result.
+    type Output: DeserializeOwned
+        + Serialize
+        + garde::Validate<Context = ()>
+        + Send
+        + Sync
+        + 'static;
+    /// Permits or refuses a read of `args` for the chat.
+    async fn authorize(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        args: &Self::Args,
+    ) -> Result<(), HostError>;
+    /// Reads `args`; `cancel` fires at the timeout.
+    async fn read(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        args: Self::Args,
+        cancel: CancellationToken,
+    ) -> Result<Self::Output, HostError>;
+}
+
+/// The [`UiSource`] of a [`TypedSource`].
+#[derive(Debug)]
+pub struct TypedAdapter<S: TypedSource> {
+    source: S,
+    args: Typed<S::Args>,
+    result: Typed<S::Output>,
+}
+
+impl<S: TypedSource> TypedAdapter<S> {
+    /// Adapts `source`.
+    pub fn new(source: S) -> Self {
+        TypedAdapter {
+            source,
+            args: Typed::new(),
+            result: Typed::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl<S: TypedSource> UiSource for TypedAdapter<S> {
+    fn args(&self) -> &dyn ValueSchema {
+        &self.args
+    }
+
+    fn result(&self) -> &dyn ValueSchema {
+        &self.result
+    }
+
+    async fn authorize(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        args: &Record,
+    ) -> Result<(), HostError> {
+        let args: S::Args = decode(&Value::record(args.clone())).map_err(HostError::Message)?;
+        self.source.authorize(info, access, &args).await
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<Value, HostError> {
+        let args: S::Args = decode(&Value::record(request.args)).map_err(HostError::Message)?;
+        let out = self
+            .source
+            .read(&request.info, &request.access, args, request.cancel)
+            .await?;
+        encode(&out).map_err(HostError::Message)
+    }
+}
+
+/// The boxed future of a [`FnSource`] callback.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+type AuthorizeFn =
+    dyn Fn(Arc<ChatInfo>, Arc<Value>, Record) -> BoxFuture<Result<(), HostError>> + Send + Sync;
+type ReadFn = dyn Fn(ReadRequest) -> BoxFuture<Result<Value, HostError>> + Send + Sync;
+
+/// A source described by JSON Schemas (`driver.md` subset) with its callbacks as closures,
+/// for hosts configured without Rust types.
+pub struct FnSource {
+    args: Arc<dyn ValueSchema>,
+    result: Arc<dyn ValueSchema>,
+    authorize: Box<AuthorizeFn>,
+    read: Box<ReadFn>,
+}
+
+impl std::fmt::Debug for FnSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnSource").finish_non_exhaustive()
+    }
+}
+
+impl FnSource {
+    /// A source with these schemas that permits every read and reads with `read`.
+    pub fn new<F, Fut>(args: impl ValueSchema, result: impl ValueSchema, read: F) -> Self
+    where
+        F: Fn(ReadRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, HostError>> + Send + 'static,
+    {
+        FnSource {
+            args: Arc::new(args),
+            result: Arc::new(result),
+            authorize: Box::new(|_, _, _| Box::pin(async { Ok(()) })),
+            read: Box::new(move |request| Box::pin(read(request))),
+        }
+    }
+
+    /// A source whose schemas are JSON Schemas (`driver.md` subset).
+    ///
+    /// # Errors
+    /// A message when a schema uses something outside the subset.
+    pub fn from_json_schemas<F, Fut>(
+        args: &serde_json::Value,
+        result: &serde_json::Value,
+        read: F,
+    ) -> Result<Self, String>
+    where
+        F: Fn(ReadRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, HostError>> + Send + 'static,
+    {
+        Ok(FnSource::new(
+            JsonSchema::new(args)?,
+            JsonSchema::new(result)?,
+            read,
+        ))
+    }
+
+    /// The same source with `authorize` as its permission check.
+    pub fn with_authorize<F, Fut>(mut self, authorize: F) -> Self
+    where
+        F: Fn(Arc<ChatInfo>, Arc<Value>, Record) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), HostError>> + Send + 'static,
+    {
+        self.authorize = Box::new(move |i, a, r| Box::pin(authorize(i, a, r)));
+        self
+    }
+}
+
+#[async_trait]
+impl UiSource for FnSource {
+    fn args(&self) -> &dyn ValueSchema {
+        &*self.args
+    }
+
+    fn result(&self) -> &dyn ValueSchema {
+        &*self.result
+    }
+
+    async fn authorize(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        args: &Record,
+    ) -> Result<(), HostError> {
+        (self.authorize)(
+            Arc::new(info.clone()),
+            Arc::new(access.clone()),
+            args.clone(),
+        )
+        .await
+    }
+
+    async fn read(&self, request: ReadRequest) -> Result<Value, HostError> {
+        (self.read)(request).await
+    }
+}
+
+/// The registered sources by name. It gives the compiler its query schemas
+/// ([`QuerySchemas`]): exactly each source's argument schema.
+#[derive(Clone, Default)]
+pub struct SourceRegistry {
+    sources: BTreeMap<String, Arc<dyn UiSource>>,
+}
+
+impl std::fmt::Debug for SourceRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.sources.keys()).finish()
+    }
+}
+
+impl SourceRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `source` under `name` (the literal agents write in `@Query("…")`).
+    pub fn register(&mut self, name: impl Into<String>, source: impl UiSource) -> &mut Self {
+        self.sources.insert(name.into(), Arc::new(source));
+        self
+    }
+
+    /// The source named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn UiSource>> {
+        self.sources.get(name)
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.sources.keys().map(String::as_str)
+    }
+}
+
+impl QuerySchemas for SourceRegistry {
+    fn check(&self, source: &str, args: &Value) -> Option<Result<(), String>> {
+        self.sources
+            .get(source)
+            .map(|s| s.args().parse(args).map(|_| ()))
+    }
+}
+
+/// Resolves link targets for a host (`link(info, access, target)`).
+#[async_trait]
+pub trait LinkResolver: Send + Sync + 'static {
+    /// The resolution as raw JSON, so the service validates it exactly (`host.md` §13.5);
+    /// build it with `serde_json::to_value(LinkResolution { .. })`.
+    async fn link(
+        &self,
+        info: &ChatInfo,
+        access: &Value,
+        target: &LinkTarget,
+    ) -> Result<serde_json::Value, HostError>;
+}
+
+/// The host application (`ChatUiHost`): captures access, owns the sources, may resolve
+/// links.
+#[async_trait]
+pub trait UiHost: Send + Sync + 'static {
+    /// Records what the writing chat may read; called at most once per reply.
+    async fn capture(&self, info: &ChatInfo) -> Result<Value, HostError>;
+    /// The registered sources.
+    fn sources(&self) -> &SourceRegistry;
+    /// The link resolver, if the host resolves links.
+    fn links(&self) -> Option<&dyn LinkResolver> {
+        None
+    }
+}

@@ -1,0 +1,311 @@
+//! The store boundary (`host.md` §2.5, §2.6, §4.5): chats, assistant items with their
+//! compiled blocks and revisions, captured access, frozen readings and answers. The service
+//! talks to a chat only through [`UiStore`]; [`MemoryStore`] is the in-memory
+//! implementation (the server adds a durable one).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use ui_compiler::Block;
+use ui_core::{Record, Value};
+use ui_links::LinkResolution;
+
+use crate::reading::QueryReading;
+use crate::source::ChatInfo;
+
+/// The frozen state of one block (`host.md` §9): its first readings, link resolutions and
+/// text fallback, for the block's revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrozenBlock {
+    /// The block revision the entry belongs to.
+    pub revision: String,
+    /// The first reading of each query, by declared name.
+    pub readings: IndexMap<String, QueryReading>,
+    /// The resolution of each link target, by evaluated node id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<IndexMap<String, LinkResolution>>,
+    /// The text fallback built from the first readings.
+    pub fallback: String,
+}
+
+/// An item's UI query state (`ChatUiQueryState`, item field `uiQueries`): sent to clients;
+/// never holds the access.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiQueryState {
+    /// The chat that wrote (and captured for) the item.
+    pub author_chat_id: String,
+    /// Frozen blocks by block id.
+    pub blocks: IndexMap<String, FrozenBlock>,
+}
+
+/// Where a choice came from (`ChatUiChoiceOrigin`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChoiceOrigin {
+    /// The assistant item.
+    pub item_id: String,
+    /// The block.
+    pub block_id: String,
+    /// The block revision the person saw.
+    pub revision: String,
+    /// The evaluated id of the chosen `Choice`.
+    pub choice_id: String,
+    /// The Choice's label.
+    pub label: String,
+    /// When the item was created.
+    pub source_at: u64,
+    /// Whether a newer top-level assistant item exists.
+    pub older: bool,
+    /// The input values on screen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Record>,
+    /// When the choice was made.
+    pub at: u64,
+}
+
+/// What sending a message answered (`ChatSendResult`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendResult {
+    /// Whether the message waits behind a running turn.
+    pub queued: bool,
+    /// The turn that handles it, if one started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
+/// A recorded answer (`ChatUiAnswer`, item field `uiAnswers[blockId]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChoiceAnswer {
+    /// Where it came from.
+    #[serde(flatten)]
+    pub origin: ChoiceOrigin,
+    /// What sending the message answered.
+    #[serde(flatten)]
+    pub sent: SendResult,
+}
+
+/// An assistant item as the host sees it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StoredItem {
+    /// The item id.
+    pub id: String,
+    /// Whether the item is the assistant's.
+    pub assistant: bool,
+    /// Whether the reply still streams.
+    pub streaming: bool,
+    /// Set for a subagent's text.
+    pub parent_tool_use_id: Option<String>,
+    /// The reply text.
+    pub text: String,
+    /// When the item was created (epoch ms).
+    pub created_at: u64,
+    /// The compiled blocks (final ones carry a revision).
+    pub blocks: Vec<Arc<Block>>,
+    /// The UI query state, once captured.
+    pub ui_queries: Option<UiQueryState>,
+    /// Answers by block id.
+    pub answers: IndexMap<String, ChoiceAnswer>,
+}
+
+/// The captured access of an item as stored (`host.md` §4.5).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum AccessRecord {
+    /// Nothing recorded.
+    #[default]
+    Absent,
+    /// Recorded as none: denied, failed, too large or lost.
+    Denied,
+    /// The captured value.
+    Granted(Arc<Value>),
+}
+
+/// The SHA-256 of a final block's compact JSON (without `revision`), as 64 lowercase hex
+/// digits: the block's revision (`host.md` §2.2).
+pub fn block_revision(block: &Block) -> String {
+    let mut unrevised = block.clone();
+    unrevised.revision = None;
+    let bytes = serde_json::to_vec(&unrevised).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the host keeps what it needs of chats. Implementations must be cheap to call
+/// concurrently; every method is one atomic step.
+#[async_trait]
+pub trait UiStore: Send + Sync + 'static {
+    /// The chat's current info, if the chat exists.
+    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo>;
+    /// The item `item_id` of the chat.
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem>;
+    /// Whether a top-level assistant item newer than `item_id` exists.
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool;
+    /// The item's captured access.
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord;
+    /// Stores the item's captured access (`None` = denied).
+    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>);
+    /// Stores the item's UI query state (and tells the chat's clients).
+    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState);
+    /// Sends `context` as the person's next message with `origin` (queued behind a
+    /// running turn if needed).
+    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult;
+    /// Records an answer for its block.
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer);
+}
+
+#[derive(Debug, Default)]
+struct ChatRecord {
+    info: ChatInfo,
+    items: IndexMap<String, StoredItem>,
+    access: HashMap<String, Option<Arc<Value>>>,
+    sent: Vec<(ChoiceOrigin, String)>,
+}
+
+/// An in-memory [`UiStore`], for tests, demos and embedding.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    chats: Mutex<HashMap<String, ChatRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, ChatRecord>) -> T) -> T {
+        f(&mut self.chats.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Creates or replaces a chat's info.
+    pub fn put_chat(&self, info: ChatInfo) {
+        let id = info.chat_id.clone();
+        self.with(|chats| chats.entry(id).or_default().info = info);
+    }
+
+    /// Removes a chat and everything in it.
+    pub fn remove_chat(&self, chat_id: &str) {
+        self.with(|chats| chats.remove(chat_id));
+    }
+
+    /// Creates or replaces an item (keeping its UI state and answers when it exists).
+    pub fn put_item(&self, chat_id: &str, mut item: StoredItem) {
+        self.with(|chats| {
+            let chat = chats.entry(chat_id.to_owned()).or_default();
+            if let Some(old) = chat.items.get(&item.id) {
+                if item.ui_queries.is_none() {
+                    item.ui_queries = old.ui_queries.clone();
+                }
+                if item.answers.is_empty() {
+                    item.answers = old.answers.clone();
+                }
+            }
+            chat.items.insert(item.id.clone(), item);
+        });
+    }
+
+    /// The item now (a synchronous read for tests and demos).
+    pub fn item_now(&self, chat_id: &str, item_id: &str) -> StoredItem {
+        self.with(|chats| {
+            chats
+                .get(chat_id)
+                .and_then(|c| c.items.get(item_id).cloned())
+                .unwrap_or_default()
+        })
+    }
+
+    /// The messages sent by choices, in order.
+    pub fn sent(&self, chat_id: &str) -> Vec<(ChoiceOrigin, String)> {
+        self.with(|chats| {
+            chats
+                .get(chat_id)
+                .map(|c| c.sent.clone())
+                .unwrap_or_default()
+        })
+    }
+}
+
+#[async_trait]
+impl UiStore for MemoryStore {
+    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+        self.with(|chats| chats.get(chat_id).map(|c| c.info.clone()))
+    }
+
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
+        self.with(|chats| chats.get(chat_id)?.items.get(item_id).cloned())
+    }
+
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        self.with(|chats| {
+            let Some(chat) = chats.get(chat_id) else {
+                return false;
+            };
+            let Some(at) = chat.items.get_index_of(item_id) else {
+                return false;
+            };
+            chat.items
+                .values()
+                .skip(at + 1)
+                .any(|i| i.assistant && i.parent_tool_use_id.is_none())
+        })
+    }
+
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
+        self.with(
+            |chats| match chats.get(chat_id).and_then(|c| c.access.get(item_id)) {
+                None => AccessRecord::Absent,
+                Some(None) => AccessRecord::Denied,
+                Some(Some(v)) => AccessRecord::Granted(Arc::clone(v)),
+            },
+        )
+    }
+
+    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
+        self.with(|chats| {
+            if let Some(chat) = chats.get_mut(chat_id) {
+                chat.access.insert(item_id.to_owned(), access);
+            }
+        });
+    }
+
+    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState) {
+        self.with(|chats| {
+            if let Some(item) = chats
+                .get_mut(chat_id)
+                .and_then(|c| c.items.get_mut(item_id))
+            {
+                item.ui_queries = Some(state);
+            }
+        });
+    }
+
+    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult {
+        self.with(|chats| {
+            if let Some(chat) = chats.get_mut(chat_id) {
+                chat.sent.push((origin.clone(), context.to_owned()));
+            }
+        });
+        SendResult {
+            queued: false,
+            turn_id: Some(format!("turn-{}", origin.choice_id)),
+        }
+    }
+
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) {
+        self.with(|chats| {
+            if let Some(item) = chats
+                .get_mut(chat_id)
+                .and_then(|c| c.items.get_mut(&answer.origin.item_id))
+            {
+                item.answers.insert(answer.origin.block_id.clone(), answer);
+            }
+        });
+    }
+}

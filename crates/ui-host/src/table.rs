@@ -1,0 +1,117 @@
+//! The admission table (`host.md` §7): cache, newest reading per key, in-flight reads,
+//! attempts and read slots, all behind one lock so that steps 9–13 of §6.2 are atomic.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use indexmap::IndexMap;
+use tokio::sync::watch;
+
+use crate::reading::QueryReading;
+
+/// A cached fresh reading.
+#[derive(Debug, Clone)]
+pub(crate) struct CacheEntry {
+    pub(crate) key: String,
+    pub(crate) chat_id: String,
+    pub(crate) reading: QueryReading,
+}
+
+/// The pending outcome of an in-flight read: `None` until it settles.
+pub(crate) type Pending = watch::Receiver<Option<QueryReading>>;
+
+#[derive(Debug, Default)]
+pub(crate) struct ReadTable {
+    /// Fresh readings by read id, in insertion order (the oldest is evicted first).
+    pub(crate) cache: IndexMap<String, CacheEntry>,
+    /// The read id of the newest fresh reading per key.
+    pub(crate) newest: HashMap<String, String>,
+    pub(crate) inflight: HashMap<String, Pending>,
+    /// Last started read per key and per identity (two namespaces, one table).
+    pub(crate) attempts: IndexMap<String, u64>,
+    pub(crate) chat_slots: HashMap<String, usize>,
+    pub(crate) slots: usize,
+}
+
+impl ReadTable {
+    /// Inserts a fresh reading, evicting the oldest inserted entries beyond `capacity`.
+    pub(crate) fn insert(&mut self, read_id: String, entry: CacheEntry, capacity: usize) {
+        self.newest.insert(entry.key.clone(), read_id.clone());
+        self.cache.insert(read_id, entry);
+        while self.cache.len() > capacity {
+            if let Some((id, old)) = self.cache.shift_remove_index(0)
+                && self.newest.get(&old.key) == Some(&id)
+            {
+                self.newest.remove(&old.key);
+            }
+        }
+    }
+
+    /// Records a started read, evicting the oldest attempts beyond `capacity`.
+    pub(crate) fn attempt(&mut self, name: String, now: u64, capacity: usize) {
+        // An updated entry keeps its first position, as upstream.
+        self.attempts.insert(name, now);
+        while self.attempts.len() > capacity {
+            self.attempts.shift_remove_index(0);
+        }
+    }
+
+    /// Drops every cached reading of `chat_id`.
+    pub(crate) fn forget(&mut self, chat_id: &str) {
+        let gone: Vec<String> = self
+            .cache
+            .iter()
+            .filter(|(_, e)| e.chat_id == chat_id)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            if let Some(entry) = self.cache.shift_remove(&id)
+                && self.newest.get(&entry.key) == Some(&id)
+            {
+                self.newest.remove(&entry.key);
+            }
+        }
+    }
+}
+
+/// The table behind its lock. The lock is never held across an `.await`.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SharedTable(Arc<Mutex<ReadTable>>);
+
+impl SharedTable {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ReadTable> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Occupies one slot of `chat_id` and one global slot; released when the guard drops.
+    pub(crate) fn occupy(&self, table: &mut ReadTable, chat_id: &str) -> SlotGuard {
+        *table.chat_slots.entry(chat_id.to_owned()).or_insert(0) += 1;
+        table.slots += 1;
+        SlotGuard {
+            table: self.clone(),
+            chat_id: chat_id.to_owned(),
+        }
+    }
+}
+
+/// One occupied read slot; dropping it frees the chat slot and the global slot. It moves
+/// into the task that runs the source, so a slot stays taken until the source's own work
+/// ends — also after a timeout answer.
+#[derive(Debug)]
+pub(crate) struct SlotGuard {
+    table: SharedTable,
+    chat_id: String,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut t = self.table.lock();
+        t.slots = t.slots.saturating_sub(1);
+        if let Some(n) = t.chat_slots.get_mut(&self.chat_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                t.chat_slots.remove(&self.chat_id);
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! `ui.query` step by step (`host.md` §6–§8) under tokio's paused clock.
+
+mod common;
+
+use common::{REPLY, World, advance, set};
+use ui_core::{Record, Value};
+use ui_host::ReadingState;
+
+fn record(json: &str) -> Record {
+    Value::from_json_str(json)
+        .unwrap()
+        .as_record()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn fresh_then_cached_for_ten_seconds() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let p = w.payload("c1", "i1", block, "$runs");
+    let first = w.service.query(&p).await;
+    assert_eq!(first.state, ReadingState::Fresh, "{first:?}");
+    assert_eq!(first.read_at, 1_000_000);
+    assert_eq!(w.reads(), 1);
+    advance(9_999).await;
+    let cached = w.service.query(&p).await;
+    assert_eq!(cached.read_id, first.read_id);
+    assert_eq!(cached.read_at, first.read_at);
+    assert_eq!(w.reads(), 1);
+    // The 11th second: the cache entry is stale, a new read starts.
+    advance(1).await;
+    let again = w.service.query(&p).await;
+    assert_eq!(again.state, ReadingState::Fresh);
+    assert_ne!(again.read_id, first.read_id);
+    assert_eq!(w.reads(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refresh_limit_after_a_failed_read_and_between_arguments() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let p = w.payload("c1", "i1", block, "$runs");
+    set(&w.host.knobs.mode, 1);
+    let failed = w.service.query(&p).await;
+    assert_eq!(failed.state, ReadingState::Failed);
+    assert_eq!(failed.code, None);
+    assert_eq!(failed.reason.as_deref(), Some("the CI server is down"));
+    set(&w.host.knobs.mode, 0);
+    advance(9_999).await;
+    let limited = w.service.query(&p).await;
+    assert_eq!(limited.code.as_deref(), Some("refresh-limit"));
+    advance(1).await;
+    assert_eq!(w.service.query(&p).await.state, ReadingState::Fresh);
+    // Another argument of the same query within 250 ms.
+    let mut dev = p.clone();
+    dev.values = record(r#"{"$branch": "dev"}"#);
+    advance(249).await;
+    assert_eq!(
+        w.service.query(&dev).await.code.as_deref(),
+        Some("refresh-limit")
+    );
+    advance(1).await;
+    assert_eq!(w.service.query(&dev).await.state, ReadingState::Fresh);
+    assert_eq!(w.reads(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_codes() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let mut p = w.payload("c1", "i1", block, "$runs");
+    p.revision = "0".repeat(64);
+    assert_eq!(
+        w.service.query(&p).await.code.as_deref(),
+        Some("block-stale")
+    );
+    let mut p = w.payload("c1", "i1", block, "$nope");
+    assert_eq!(
+        w.service.query(&p).await.code.as_deref(),
+        Some("query-undeclared")
+    );
+    p.query = "$branch".to_owned();
+    assert_eq!(
+        w.service.query(&p).await.code.as_deref(),
+        Some("query-undeclared")
+    );
+    // Tampered input: refused, no code.
+    let mut p = w.payload("c1", "i1", block, "$runs");
+    for values in [
+        r#"{"$branch": "prod"}"#,
+        r#"{"$branch": 5}"#,
+        r#"{"$nope": 1}"#,
+        r#"{"$runs": []}"#,
+    ] {
+        p.values = record(values);
+        let r = w.service.query(&p).await;
+        assert_eq!(r.state, ReadingState::Refused, "{values}");
+        assert_eq!(r.code, None, "{values}");
+    }
+    assert_eq!(w.reads(), 0);
+    // Another chat's item is stale for this chat.
+    let other = w.payload("c2", "i1", block, "$runs");
+    assert_eq!(
+        w.service.query(&other).await.code.as_deref(),
+        Some("block-stale")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn authorize_runs_on_cache_hits() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let p = w.payload("c1", "i1", block, "$runs");
+    assert_eq!(w.service.query(&p).await.state, ReadingState::Fresh);
+    set(&w.host.knobs.mode, 3);
+    let refused = w.service.query(&p).await;
+    assert_eq!(refused.state, ReadingState::Refused);
+    assert_eq!(refused.code.as_deref(), Some("outside-project"));
+    assert_eq!(refused.reason.as_deref(), Some("revoked"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_from_read_fails_with_its_code() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    set(&w.host.knobs.mode, 2);
+    let r = w
+        .service
+        .query(&w.payload("c1", "i1", block, "$runs"))
+        .await;
+    assert_eq!(r.state, ReadingState::Failed);
+    assert_eq!(r.code.as_deref(), Some("outside-project"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn result_size_limit_is_exact() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let mut p = w.payload("c1", "i1", block, "$runs");
+    set(&w.host.knobs.result_len, 65_536);
+    let at = w.service.query(&p).await;
+    assert_eq!(at.state, ReadingState::Fresh, "{at:?}");
+    assert_eq!(at.value.unwrap().js_json_len(), 65_536);
+    set(&w.host.knobs.result_len, 65_537);
+    p.values = record(r#"{"$branch": "dev"}"#);
+    advance(250).await;
+    let past = w.service.query(&p).await;
+    assert_eq!(past.state, ReadingState::Failed);
+    assert_eq!(past.code.as_deref(), Some("result-too-large"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_identical_requests_share_one_read() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    set(&w.host.knobs.delay_ms, 1_000);
+    let p = w.payload("c1", "i1", block, "$runs");
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let service = w.service.clone();
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move { service.query(&p).await }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.state, ReadingState::Fresh);
+        ids.insert(r.read_id.unwrap());
+    }
+    assert_eq!(ids.len(), 1);
+    assert_eq!(w.reads(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slots_two_per_chat_and_timeouts_keep_them() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    set(&w.host.knobs.delay_ms, 10_000);
+    let mut tasks = Vec::new();
+    for branch in ["main", "dev"] {
+        let service = w.service.clone();
+        let mut p = w.payload("c1", "i1", block, "$runs");
+        p.values = record(&format!(r#"{{"$branch": "{branch}"}}"#));
+        tasks.push(tokio::spawn(async move { service.query(&p).await }));
+        advance(300).await;
+    }
+    assert_eq!(w.service.stats().slots, 2);
+    // A third read in the same chat (another item) is busy.
+    let block2 = &w.put_reply("c1", "i2", REPLY)[0];
+    let busy = w
+        .service
+        .query(&w.payload("c1", "i2", block2, "$runs"))
+        .await;
+    assert_eq!(busy.code.as_deref(), Some("busy"));
+    // At 8 s both time out, but the slots stay taken until the sources end at 10 s.
+    advance(8_000).await;
+    for t in tasks {
+        assert_eq!(t.await.unwrap().code.as_deref(), Some("timed-out"));
+    }
+    assert_eq!(w.service.stats().slots, 2);
+    advance(2_000).await;
+    tokio::task::yield_now().await;
+    assert_eq!(w.service.stats().slots, 0);
+    assert_eq!(w.service.stats().in_flight, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_slots_in_all() {
+    let w = World::new();
+    set(&w.host.knobs.delay_ms, 5_000);
+    let mut tasks = Vec::new();
+    for chat in 0..9 {
+        let chat_id = format!("chat{chat}");
+        w.store.put_chat(ui_host::ChatInfo {
+            chat_id: chat_id.clone(),
+            data: Value::Null,
+        });
+        for item in 0..2 {
+            let item_id = format!("i{item}");
+            let block = w.put_reply(&chat_id, &item_id, REPLY)[0].clone();
+            let service = w.service.clone();
+            let p = w.payload(&chat_id, &item_id, &block, "$runs");
+            tasks.push(tokio::spawn(async move { service.query(&p).await }));
+        }
+    }
+    tokio::task::yield_now().await;
+    advance(10).await;
+    let mut busy = 0;
+    let mut fresh = 0;
+    advance(5_000).await;
+    for t in tasks {
+        match t.await.unwrap().code.as_deref() {
+            Some("busy") => busy += 1,
+            None => fresh += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((fresh, busy), (16, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn capture_failures_refuse_with_access_unavailable() {
+    let host = common::TestHost::new();
+    *host.capture.lock().unwrap() = Err(ui_host::HostError::message("no"));
+    let w = World::with_host(host);
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let r = w
+        .service
+        .query(&w.payload("c1", "i1", block, "$runs"))
+        .await;
+    assert_eq!(r.code.as_deref(), Some("access-unavailable"));
+
+    // 32,768 bytes of access pass, one more fails (`{"<key>":1}` is the key plus 6).
+    for (len, code) in [(32_768usize, None), (32_769, Some("access-unavailable"))] {
+        let host = common::TestHost::new();
+        let mut access = serde_json::Map::new();
+        access.insert("k".repeat(len - 6), serde_json::json!(1));
+        *host.capture.lock().unwrap() = Ok(serde_json::Value::Object(access));
+        let w = World::with_host(host);
+        let block = &w.put_reply("c1", "i1", REPLY)[0];
+        let r = w
+            .service
+            .query(&w.payload("c1", "i1", block, "$runs"))
+            .await;
+        assert_eq!(r.code.as_deref(), code, "{len}");
+    }
+}

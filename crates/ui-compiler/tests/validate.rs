@@ -1,0 +1,995 @@
+//! What a person could have set (`host.md` §11–§12, `language.md` §16): tampered input
+//! sent back by a page is refused by [`validated_state`], [`query_arguments`] and
+//! [`resolve_choice`] with the spec's stable code — never a panic — and honest input is
+//! accepted. A proptest holds both functions against a small model of "every changed value
+//! is offered by a visible control or set by a visible, enabled Button".
+
+use proptest::prelude::*;
+use ui_compiler::{
+    Block, CompileOptions, QuerySchemas, Selection, UiState, compile_block, input_values,
+    query_arguments, resolve_choice, validated_state,
+};
+use ui_core::{Code, Failure, FrozenClock, Record, UiLimits, Value};
+
+static CLOCK: FrozenClock = FrozenClock(0.0);
+
+/// Registers the query sources `tickets` and `hosts`, accepting any arguments.
+struct Sources;
+
+impl QuerySchemas for Sources {
+    fn check(&self, source: &str, _: &Value) -> Option<Result<(), String>> {
+        matches!(source, "tickets" | "hosts").then_some(Ok(()))
+    }
+}
+
+fn compile_with(source: &str, is_final: bool) -> Block {
+    let options = CompileOptions {
+        is_final,
+        clock: Some(&CLOCK),
+        query_schemas: Some(&Sources),
+        ..CompileOptions::default()
+    };
+    compile_block(source, "b", &options)
+}
+
+/// A final block that must compile without diagnostics.
+fn compile(source: &str) -> Block {
+    let block = compile_with(source, true);
+    assert!(
+        block.diagnostics.is_empty(),
+        "{source}\n{:?}",
+        block.diagnostics
+    );
+    block
+}
+
+fn value(json: &str) -> Value {
+    Value::from_json_str(json).unwrap()
+}
+
+fn record(json: &str) -> Record {
+    value(json).as_record().unwrap().clone()
+}
+
+fn validate(block: &Block, input: &str, queries: &str) -> Result<UiState, Failure> {
+    validated_state(
+        block,
+        &record(input),
+        &record(queries),
+        UiLimits::DEFAULT,
+        &CLOCK,
+    )
+}
+
+fn choose(
+    block: &Block,
+    choice_id: &str,
+    input: &str,
+    queries: &str,
+) -> Result<Selection, Failure> {
+    resolve_choice(
+        block,
+        choice_id,
+        &record(input),
+        &record(queries),
+        UiLimits::DEFAULT,
+        &CLOCK,
+    )
+}
+
+fn arguments(block: &Block, name: &str, input: &str) -> Result<Record, Failure> {
+    query_arguments(block, name, &record(input), UiLimits::DEFAULT, &CLOCK)
+}
+
+/// The code of a failed result, `None` for success.
+fn code<T>(result: Result<T, Failure>) -> Option<Code> {
+    result.err().map(|f| f.code)
+}
+
+/// Compiled ids of the nodes of `kind`, in document order.
+fn ids(block: &Block, kind: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    block.walk(&mut |n| {
+        if n.kind == kind {
+            out.push(n.id.clone());
+        }
+    });
+    out
+}
+
+/// One control of every kind, a hidden control, a disabled and an enabled Button, a
+/// variable no control binds, and one choice.
+const CONTROLS: &str = r#"$mode = "a"
+$tags = ["x"]
+$on = false
+$n = 5
+$hidden = "h"
+$free = 1
+$locked = "off"
+$open = "off"
+$odd = "q"
+$cfg = {a: 1, b: 2}
+<Segmented value={$mode}><Option value="a">A</Option><Option value="b">B</Option></Segmented>
+<Checklist value={$tags}><Item value="x">X</Item><Item value="y">Y</Item></Checklist>
+<Switch value={$on}>On</Switch>
+<Slider value={$n} min={0} max={10}>N</Slider>
+<Show when={false}><Segmented value={$hidden}><Option value="h">H</Option><Option value="k">K</Option></Segmented></Show>
+<Button action={@Set($locked, "on")} disabled={true}>Locked</Button>
+<Button action={@Set($open, "on")} disabled={false}>Open</Button>
+<Segmented value={$odd}><Option value="a">A</Option></Segmented>
+<Button action={@Set($cfg, {a: 2, b: 1})}>Swap</Button>
+<Summary>{$free} free</Summary>
+<Choices><Choice context={"Mode " + $mode}>Go</Choice></Choices>"#;
+
+/// The controls block and the id of its one Choice.
+fn controls() -> (Block, String) {
+    let block = compile(CONTROLS);
+    let choice = ids(&block, "Choice").remove(0);
+    (block, choice)
+}
+
+/// Asserts that both [`validated_state`] and [`resolve_choice`] answer `expected` for
+/// `input` on the controls block.
+#[track_caller]
+fn assert_both(input: &str, expected: Option<Code>) {
+    let (block, choice) = controls();
+    assert_eq!(
+        code(validate(&block, input, "{}")),
+        expected,
+        "validated_state({input})"
+    );
+    assert_eq!(
+        code(choose(&block, &choice, input, "{}")),
+        expected,
+        "resolve_choice({input})"
+    );
+}
+
+#[test]
+fn defaults_and_empty_input_are_accepted() {
+    let (block, choice) = controls();
+    let fresh = UiState::new(&block, UiLimits::DEFAULT).unwrap();
+    let sendable = input_values(&block, &fresh).unwrap();
+    // Bound variables and Button targets, visible or not; never `$free`.
+    let names: Vec<&str> = sendable.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "$mode", "$tags", "$on", "$n", "$hidden", "$locked", "$open", "$odd", "$cfg"
+        ]
+    );
+    let all = Value::record(sendable.clone()).to_js_json();
+    assert_both("{}", None);
+    assert_both(&all, None);
+    let state = validate(&block, &all, "{}").unwrap();
+    assert_eq!(state.values(), fresh.values());
+    let selection = choose(&block, &choice, &all, "{}").unwrap();
+    assert_eq!(selection.values, sendable);
+}
+
+#[test]
+fn an_undeclared_name_is_refused_binding() {
+    assert_both(r#"{"$zzz": 1}"#, Some(Code::RefusedBinding));
+    // Even next to honest values, and whatever the order.
+    assert_both(r#"{"$mode": "b", "$zzz": 1}"#, Some(Code::RefusedBinding));
+    assert_both(r#"{"$mode": "c", "$zzz": 1}"#, Some(Code::RefusedBinding));
+    assert_both(r#"{"mode": "a"}"#, Some(Code::RefusedBinding));
+}
+
+#[test]
+fn a_declared_variable_no_control_binds_is_refused_binding() {
+    // `$free` is only read by a text expression; even its default is refused.
+    assert_both(r#"{"$free": 1}"#, Some(Code::RefusedBinding));
+    assert_both(r#"{"$free": 2}"#, Some(Code::RefusedBinding));
+}
+
+#[test]
+fn a_type_change_is_invalid_value() {
+    for input in [
+        r#"{"$n": "7"}"#,
+        r#"{"$n": null}"#,
+        r#"{"$mode": 1}"#,
+        r#"{"$tags": "x"}"#,
+        r#"{"$tags": {"0": "x"}}"#,
+        r#"{"$on": 0}"#,
+        r#"{"$on": null}"#,
+        r#"{"$cfg": [1, 2]}"#,
+    ] {
+        assert_both(input, Some(Code::InvalidValue));
+    }
+}
+
+const QUERIES: &str = r#"$status = "open"
+$pick = "none"
+$t = @Query("tickets", {status: $status, limit: 5})
+$h = @Query("hosts", {region: "eu"})
+<Segmented value={$status}><Option value="open">Open</Option><Option value="closed">Closed</Option></Segmented>
+<Segmented value={$pick}><Option value="none">None</Option><Each items={$h} as="host"><Option value={host.name}>{host.name}</Option></Each></Segmented>
+<Choices><Choice>Open {@Count($t)} tickets</Choice></Choices>"#;
+
+#[test]
+fn a_query_name_in_input_is_refused_binding() {
+    let block = compile(QUERIES);
+    let choice = ids(&block, "Choice").remove(0);
+    for input in [r#"{"$t": []}"#, r#"{"$h": [{"name": "web-1"}]}"#] {
+        assert_eq!(
+            code(validate(&block, input, "{}")),
+            Some(Code::RefusedBinding)
+        );
+        assert_eq!(
+            code(choose(&block, &choice, input, r#"{"$t": []}"#)),
+            Some(Code::RefusedBinding)
+        );
+    }
+}
+
+#[test]
+fn a_non_query_name_in_queries_is_refused_query() {
+    let block = compile(QUERIES);
+    let choice = ids(&block, "Choice").remove(0);
+    for queries in [
+        r#"{"$status": "closed"}"#,
+        r#"{"$nope": []}"#,
+        r#"{"t": []}"#,
+    ] {
+        assert_eq!(
+            code(validate(&block, "{}", queries)),
+            Some(Code::RefusedQuery)
+        );
+        assert_eq!(
+            code(choose(&block, &choice, "{}", queries)),
+            Some(Code::RefusedQuery)
+        );
+    }
+    // Declared queries are accepted.
+    assert!(validate(&block, "{}", r#"{"$t": [1], "$h": []}"#).is_ok());
+}
+
+#[test]
+fn a_segmented_value_outside_its_options_is_invalid_value() {
+    assert_both(r#"{"$mode": "c"}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$mode": "A"}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$mode": "b"}"#, None);
+    // A default nothing offers stays acceptable; another offered value too.
+    assert_both(r#"{"$odd": "q"}"#, None);
+    assert_both(r#"{"$odd": "a"}"#, None);
+    assert_both(r#"{"$odd": "b"}"#, Some(Code::InvalidValue));
+}
+
+#[test]
+fn a_checklist_holding_an_unoffered_value_is_invalid_value() {
+    assert_both(r#"{"$tags": ["x", "z"]}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$tags": [1]}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$tags": ["y", "x"]}"#, None);
+    assert_both(r#"{"$tags": ["y"]}"#, None);
+    assert_both(r#"{"$tags": []}"#, None);
+}
+
+#[test]
+fn a_slider_beyond_its_bounds_is_invalid_value() {
+    assert_both(r#"{"$n": 11}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$n": -1}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$n": 10.5}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$n": 10}"#, None);
+    assert_both(r#"{"$n": 0}"#, None);
+    assert_both(r#"{"$n": 7.5}"#, None);
+}
+
+#[test]
+fn a_control_hidden_by_a_false_show_offers_nothing() {
+    assert_both(r#"{"$hidden": "k"}"#, Some(Code::InvalidValue));
+    // Its name may still be sent, with its default.
+    assert_both(r#"{"$hidden": "h"}"#, None);
+}
+
+#[test]
+fn only_an_enabled_button_vouches_for_the_value_it_sets() {
+    assert_both(r#"{"$locked": "on"}"#, Some(Code::InvalidValue));
+    assert_both(r#"{"$open": "on"}"#, None);
+    assert_both(r#"{"$open": "other"}"#, Some(Code::InvalidValue));
+    // Record values compare structurally: key order is ignored.
+    assert_both(r#"{"$cfg": {"b": 1, "a": 2}}"#, None);
+    assert_both(r#"{"$cfg": {"a": 3, "b": 1}}"#, Some(Code::InvalidValue));
+}
+
+#[test]
+fn a_value_equal_to_its_default_is_always_accepted() {
+    assert_both(r#"{"$odd": "q"}"#, None);
+    assert_both(r#"{"$hidden": "h"}"#, None);
+    assert_both(r#"{"$locked": "off"}"#, None);
+    assert_both(r#"{"$cfg": {"b": 2, "a": 1}}"#, None);
+}
+
+#[test]
+fn a_control_that_failed_to_compile_is_not_an_input() {
+    // A default the Slider rejects makes it an error node when compiling, so a page
+    // could never send `$n` — not even its default (host.md §11.1).
+    let block = compile_with(
+        "$n = 50\n<Slider value={$n} min={0} max={10}>N</Slider>\n<Choices><Choice>Go</Choice></Choices>",
+        true,
+    );
+    let codes: Vec<Code> = block.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [Code::InvalidProps]);
+    let choice = ids(&block, "Choice").remove(0);
+    for input in [r#"{"$n": 50}"#, r#"{"$n": 5}"#] {
+        assert_eq!(
+            code(validate(&block, input, "{}")),
+            Some(Code::RefusedBinding)
+        );
+        assert_eq!(
+            code(choose(&block, &choice, input, "{}")),
+            Some(Code::RefusedBinding)
+        );
+    }
+    assert!(choose(&block, &choice, "{}", "{}").is_ok());
+    // A Button makes `$n` an input again; the broken Slider vouches for nothing, and
+    // resolve_choice refuses any change while it is visible.
+    let with_button = compile_with(
+        "$n = 50\n<Slider value={$n} min={0} max={10}>N</Slider>\n\
+         <Button action={@Set($n, 5)}>Five</Button>\n<Choices><Choice>Go</Choice></Choices>",
+        true,
+    );
+    let choice = ids(&with_button, "Choice").remove(0);
+    assert!(validate(&with_button, r#"{"$n": 50}"#, "{}").is_ok());
+    assert!(validate(&with_button, r#"{"$n": 5}"#, "{}").is_ok());
+    assert_eq!(
+        code(validate(&with_button, r#"{"$n": 6}"#, "{}")),
+        Some(Code::InvalidValue)
+    );
+    assert_eq!(
+        code(choose(&with_button, &choice, r#"{"$n": 5}"#, "{}")),
+        Some(Code::InvalidValue)
+    );
+}
+
+#[test]
+fn resolve_choice_refuses_a_value_any_visible_control_rejects() {
+    // host.md §17.4: validated_state needs one vouching control, resolve_choice also
+    // refuses when another visible control bound to the changed value fails.
+    let block = compile(
+        "$n = 1\n<Slider value={$n} min={0} max={10}>Wide</Slider>\n\
+         <Slider value={$n} min={0} max={5}>Narrow</Slider>\n\
+         <Choices><Choice>Go</Choice></Choices>",
+    );
+    let choice = ids(&block, "Choice").remove(0);
+    assert!(validate(&block, r#"{"$n": 8}"#, "{}").is_ok());
+    assert_eq!(
+        code(choose(&block, &choice, r#"{"$n": 8}"#, "{}")),
+        Some(Code::InvalidValue)
+    );
+    assert!(choose(&block, &choice, r#"{"$n": 4}"#, "{}").is_ok());
+    // A hidden narrow Slider does not count.
+    let hidden = compile(
+        "$n = 1\n<Slider value={$n} min={0} max={10}>Wide</Slider>\n\
+         <Show when={false}><Slider value={$n} min={0} max={5}>Narrow</Slider></Show>\n\
+         <Choices><Choice>Go</Choice></Choices>",
+    );
+    let choice = ids(&hidden, "Choice").remove(0);
+    assert!(choose(&hidden, &choice, r#"{"$n": 8}"#, "{}").is_ok());
+}
+
+#[test]
+fn an_incomplete_block_is_refused() {
+    let source = "$m = \"a\"\n$t = @Query(\"tickets\", {m: $m})\n\
+                  <Segmented value={$m}><Option value=\"a\">A</Option></Segmented>\n\
+                  <Choices><Choice>Go</Choice>";
+    let block = compile_with(source, false);
+    assert!(!block.complete);
+    let choice = ids(&block, "Choice").remove(0);
+    assert_eq!(code(validate(&block, "{}", "{}")), Some(Code::InvalidBlock));
+    assert_eq!(
+        code(choose(&block, &choice, "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+    assert_eq!(
+        code(arguments(&block, "$t", "{}")),
+        Some(Code::InvalidBlock)
+    );
+    // The same source, final, is accepted.
+    let done = compile_with(source, true);
+    assert!(validate(&done, "{}", "{}").is_ok());
+    // A block of another catalog version is refused the same way.
+    let mut newer = done.clone();
+    newer.catalog_version = 2;
+    assert_eq!(code(validate(&newer, "{}", "{}")), Some(Code::InvalidBlock));
+    assert_eq!(
+        code(choose(&newer, &choice, "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+}
+
+const CHOICES: &str = "$mode = \"a\"
+$opts = [\"x\", \"y\"]
+$t = @Query(\"tickets\", {})
+<Segmented value={$mode}><Option value=\"a\">A</Option><Option value=\"b\">B</Option></Segmented>
+<Choices>
+<Choice context=\"Ship the fix now\">  Ship
+  the\tfix\u{A0}\u{A0}today </Choice>
+<Choice context=\"   \">Blank context</Choice>
+<Choice context={\"Switch to \" + $mode}>Mode <Tag>{$mode}</Tag> please</Choice>
+<Choice disabled={true}>Disabled</Choice>
+<Choice disabled={$mode == \"b\"}>Only in a</Choice>
+<Choice></Choice>
+<Choice>   </Choice>
+<Choice>Count {@Count($t)}</Choice>
+<Show when={false}><Choice>Hidden</Choice></Show>
+<Show when={true}><Choice>Shown</Choice></Show>
+<Each items={$opts} as=\"o\"><Choice>Pick {o}</Choice></Each>
+</Choices>
+<Summary><Choice>Outside</Choice></Summary>";
+
+/// The CHOICES block and its compiled Choice ids in document order.
+fn choices() -> (Block, Vec<String>) {
+    let block = compile_with(CHOICES, true);
+    // Only the Choice outside Choices is a diagnostic.
+    let codes: Vec<Code> = block.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [Code::InvalidParent]);
+    let choice_ids = ids(&block, "Choice");
+    assert_eq!(choice_ids.len(), 12);
+    (block, choice_ids)
+}
+
+#[test]
+fn labels_collapse_whitespace_and_context_falls_back_to_the_label() {
+    let (block, c) = choices();
+    let ship = choose(&block, &c[0], "{}", "{}").unwrap();
+    assert_eq!(ship.label, "Ship the fix today");
+    assert_eq!(ship.context, "Ship the fix now");
+    let blank = choose(&block, &c[1], "{}", "{}").unwrap();
+    assert_eq!(blank.label, "Blank context");
+    assert_eq!(blank.context, "Blank context");
+    let shown = choose(&block, &c[9], "{}", "{}").unwrap();
+    assert_eq!(
+        (shown.label.as_str(), shown.context.as_str()),
+        ("Shown", "Shown")
+    );
+    // Text of nested components is part of the label; context is evaluated.
+    let mode = choose(&block, &c[2], "{}", "{}").unwrap();
+    assert_eq!(mode.label, "Mode a please");
+    assert_eq!(mode.context, "Switch to a");
+}
+
+#[test]
+fn values_are_the_input_values_of_the_final_state() {
+    let (block, c) = choices();
+    let mode = choose(&block, &c[2], r#"{"$mode": "b"}"#, "{}").unwrap();
+    assert_eq!(mode.label, "Mode b please");
+    assert_eq!(mode.context, "Switch to b");
+    assert_eq!(mode.values, record(r#"{"$mode": "b"}"#));
+    let state = validate(&block, r#"{"$mode": "b"}"#, "{}").unwrap();
+    assert_eq!(mode.values, input_values(&block, &state).unwrap());
+    // Without input, the defaults.
+    let ship = choose(&block, &c[0], "{}", "{}").unwrap();
+    assert_eq!(ship.values, record(r#"{"$mode": "a"}"#));
+}
+
+#[test]
+fn missing_hidden_disabled_and_misplaced_choices_are_refused_choice() {
+    let (block, c) = choices();
+    let refused = |id: &str, input: &str| code(choose(&block, id, input, "{}"));
+    // Missing: an unknown id, a node that is not a Choice, a Choice's bare id inside Each.
+    assert_eq!(refused("b:999999", "{}"), Some(Code::RefusedChoice));
+    assert_eq!(refused("", "{}"), Some(Code::RefusedChoice));
+    let segmented = ids(&block, "Segmented").remove(0);
+    assert_eq!(refused(&segmented, "{}"), Some(Code::RefusedChoice));
+    let choices_id = ids(&block, "Choices").remove(0);
+    assert_eq!(refused(&choices_id, "{}"), Some(Code::RefusedChoice));
+    assert_eq!(refused(&c[10], "{}"), Some(Code::RefusedChoice));
+    // Disabled, statically and by the submitted state.
+    assert_eq!(refused(&c[3], "{}"), Some(Code::RefusedChoice));
+    assert_eq!(refused(&c[4], "{}"), None);
+    assert_eq!(
+        refused(&c[4], r#"{"$mode": "b"}"#),
+        Some(Code::RefusedChoice)
+    );
+    // Hidden by a false Show.
+    assert_eq!(refused(&c[8], "{}"), Some(Code::RefusedChoice));
+    // Outside Choices.
+    assert_eq!(refused(&c[11], "{}"), Some(Code::RefusedChoice));
+    // A changed value nothing offers is refused before the missing choice.
+    assert_eq!(
+        refused("b:999999", r#"{"$mode": "z"}"#),
+        Some(Code::InvalidValue)
+    );
+}
+
+#[test]
+fn choices_inside_each_use_their_evaluated_ids() {
+    let (block, c) = choices();
+    let second = choose(&block, &format!("{}:1", c[10]), "{}", "{}").unwrap();
+    assert_eq!(second.label, "Pick y");
+    assert_eq!(
+        code(choose(&block, &format!("{}:2", c[10]), "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+}
+
+#[test]
+fn empty_and_failing_labels_are_refused_choice() {
+    let (block, c) = choices();
+    assert_eq!(
+        code(choose(&block, &c[5], "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+    assert_eq!(
+        code(choose(&block, &c[6], "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+    // Without a reading the label's expression fails (refused_access) …
+    assert_eq!(
+        code(choose(&block, &c[7], "{}", "{}")),
+        Some(Code::RefusedChoice)
+    );
+    // … with the issued reading it reads.
+    let count = choose(&block, &c[7], "{}", r#"{"$t": [1, 2, 3]}"#).unwrap();
+    assert_eq!(count.label, "Count 3");
+}
+
+#[test]
+fn query_arguments_read_the_validated_input() {
+    let block = compile(QUERIES);
+    assert_eq!(
+        arguments(&block, "$t", "{}").unwrap(),
+        record(r#"{"status": "open", "limit": 5}"#)
+    );
+    assert_eq!(
+        arguments(&block, "$t", r#"{"$status": "closed"}"#).unwrap(),
+        record(r#"{"status": "closed", "limit": 5}"#)
+    );
+    // Literal arguments are returned as stored.
+    assert_eq!(
+        arguments(&block, "$h", r#"{"$status": "closed"}"#).unwrap(),
+        record(r#"{"region": "eu"}"#)
+    );
+    // The input is validated first.
+    assert_eq!(
+        code(arguments(&block, "$t", r#"{"$status": "bogus"}"#)),
+        Some(Code::InvalidValue)
+    );
+    assert_eq!(
+        code(arguments(&block, "$t", r#"{"$t": []}"#)),
+        Some(Code::RefusedBinding)
+    );
+    assert_eq!(
+        code(arguments(&block, "$t", r#"{"$status": 1}"#)),
+        Some(Code::InvalidValue)
+    );
+}
+
+#[test]
+fn a_query_never_steers_another_query() {
+    let block = compile(QUERIES);
+    // `$pick` can only take a value offered by Options built from the `$h` reading. With
+    // the reading (links, choices) it is offered …
+    let hosts = r#"{"$h": [{"name": "web-1"}], "$t": []}"#;
+    assert!(validate(&block, r#"{"$pick": "web-1"}"#, hosts).is_ok());
+    let choice = ids(&block, "Choice").remove(0);
+    assert!(choose(&block, &choice, r#"{"$pick": "web-1"}"#, hosts).is_ok());
+    // … but query arguments are computed without readings, so it is not (host.md §17.13).
+    assert_eq!(
+        code(arguments(&block, "$t", r#"{"$pick": "web-1"}"#)),
+        Some(Code::InvalidValue)
+    );
+    assert!(arguments(&block, "$t", r#"{"$pick": "none"}"#).is_ok());
+    // Arguments that read another query are refused when compiling; the query is not
+    // declared.
+    let reading = compile_with(
+        "$h = @Query(\"hosts\", {})\n$u = @Query(\"tickets\", {n: @Count($h)})\n<Tag>x</Tag>",
+        true,
+    );
+    let codes: Vec<Code> = reading.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [Code::InvalidQuery]);
+    assert!(!reading.queries.contains_key("$u"));
+    assert_eq!(
+        code(arguments(&reading, "$u", "{}")),
+        Some(Code::InvalidQuery)
+    );
+}
+
+#[test]
+fn an_undeclared_query_name_is_invalid_query() {
+    let block = compile(QUERIES);
+    for name in ["$nope", "t", "$status", ""] {
+        assert_eq!(
+            code(arguments(&block, name, "{}")),
+            Some(Code::InvalidQuery)
+        );
+    }
+    // The name is checked before the input.
+    assert_eq!(
+        code(arguments(&block, "$nope", r#"{"$zzz": 1}"#)),
+        Some(Code::InvalidQuery)
+    );
+}
+
+// ---- model-based property ----
+
+/// The variables of the generated block: one per control kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Var {
+    Seg,
+    List,
+    Sw,
+    Num,
+}
+
+impl Var {
+    const ALL: [Var; 4] = [Var::Seg, Var::List, Var::Sw, Var::Num];
+
+    fn name(self) -> &'static str {
+        match self {
+            Var::Seg => "$seg",
+            Var::List => "$list",
+            Var::Sw => "$sw",
+            Var::Num => "$num",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ButtonSpec {
+    target: Var,
+    sets: Value,
+    disabled: Option<bool>,
+    hidden: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    options: Vec<&'static str>,
+    seg_default: &'static str,
+    items: Vec<&'static str>,
+    list_default: Vec<&'static str>,
+    min: i32,
+    max: i32,
+    num_default: i32,
+    /// Whether the Segmented, Checklist, Switch and Slider sit in `<Show when={false}>`.
+    hidden: [bool; 4],
+    buttons: Vec<ButtonSpec>,
+    input: Vec<(&'static str, Value)>,
+}
+
+fn strings(values: &[&str]) -> Value {
+    Value::array(values.iter().map(|s| Value::from(*s)).collect())
+}
+
+impl Case {
+    fn default_of(&self, var: Var) -> Value {
+        match var {
+            Var::Seg => Value::from(self.seg_default),
+            Var::List => strings(&self.list_default),
+            Var::Sw => Value::from(false),
+            Var::Num => Value::from(self.num_default),
+        }
+    }
+
+    fn source(&self) -> String {
+        let hide = |hidden: bool, node: String| {
+            if hidden {
+                format!("<Show when={{false}}>{node}</Show>")
+            } else {
+                node
+            }
+        };
+        let mut out = format!(
+            "$seg = {}\n$list = {}\n$sw = false\n$num = {}\n$free = 0\n",
+            Value::from(self.seg_default).to_js_json(),
+            strings(&self.list_default).to_js_json(),
+            self.num_default,
+        );
+        let options: String = self
+            .options
+            .iter()
+            .map(|o| format!("<Option value=\"{o}\">{o}</Option>"))
+            .collect();
+        out += &hide(
+            self.hidden[0],
+            format!("<Segmented value={{$seg}}>{options}</Segmented>"),
+        );
+        out += "\n";
+        let items: String = self
+            .items
+            .iter()
+            .map(|i| format!("<Item value=\"{i}\">{i}</Item>"))
+            .collect();
+        out += &hide(
+            self.hidden[1],
+            format!("<Checklist value={{$list}}>{items}</Checklist>"),
+        );
+        out += "\n";
+        out += &hide(self.hidden[2], "<Switch value={$sw}>On</Switch>".to_owned());
+        out += "\n";
+        out += &hide(
+            self.hidden[3],
+            format!(
+                "<Slider value={{$num}} min={{{}}} max={{{}}}>N</Slider>",
+                self.min, self.max
+            ),
+        );
+        out += "\n";
+        for b in &self.buttons {
+            let disabled = match b.disabled {
+                None => String::new(),
+                Some(d) => format!(" disabled={{{d}}}"),
+            };
+            let button = format!(
+                "<Button action={{@Set({}, {})}}{disabled}>Set</Button>",
+                b.target.name(),
+                b.sets.to_js_json()
+            );
+            out += &hide(b.hidden, button);
+            out += "\n";
+        }
+        out += "<Summary>{$free}</Summary>\n<Choices><Choice>Go</Choice></Choices>";
+        out
+    }
+
+    /// A Slider whose bounds or default its schema rejects is an error node from the
+    /// compile on: it binds `$num` but is no input and offers nothing.
+    fn slider_broken(&self) -> bool {
+        self.min >= self.max || !self.slider_accepts(&Value::from(self.num_default))
+    }
+
+    /// Whether a page could send `var` at all (host.md §11.1).
+    fn is_input(&self, var: Var) -> bool {
+        var != Var::Num || !self.slider_broken() || self.buttons.iter().any(|b| b.target == var)
+    }
+
+    fn offers(&self, var: Var, v: &Value) -> bool {
+        let visible = !self.hidden[Var::ALL.iter().position(|x| *x == var).unwrap()];
+        let offered = match var {
+            Var::Seg => self.options.iter().any(|o| Value::from(*o) == *v),
+            Var::List => v.as_array().is_some_and(|checked| {
+                checked
+                    .iter()
+                    .all(|c| self.items.iter().any(|i| Value::from(*i) == *c))
+            }),
+            Var::Sw => true,
+            Var::Num => !self.slider_broken() && self.slider_accepts(v),
+        };
+        visible && offered
+    }
+
+    fn slider_accepts(&self, v: &Value) -> bool {
+        v.as_f64()
+            .is_some_and(|x| f64::from(self.min) <= x && x <= f64::from(self.max))
+    }
+
+    fn vouched(&self, var: Var, v: &Value) -> bool {
+        self.offers(var, v)
+            || self
+                .buttons
+                .iter()
+                .any(|b| !b.hidden && b.disabled != Some(true) && b.target == var && b.sets == *v)
+    }
+
+    /// The code the spec gives for this input; `strict` applies `resolveUiChoice`'s extra
+    /// rule (a visible control bound to a changed value rejects it).
+    fn expected(&self, strict: bool) -> Option<Code> {
+        let var_of = |name: &str| Var::ALL.into_iter().find(|v| v.name() == name);
+        if self
+            .input
+            .iter()
+            .any(|(name, _)| !var_of(name).is_some_and(|v| self.is_input(v)))
+        {
+            return Some(Code::RefusedBinding);
+        }
+        let changed: Vec<(Var, &Value)> = self
+            .input
+            .iter()
+            .map(|(name, v)| (var_of(name).unwrap(), v))
+            .filter(|(var, v)| self.default_of(*var) != **v)
+            .collect();
+        if changed
+            .iter()
+            .any(|(var, v)| self.default_of(*var).kind() != v.kind())
+        {
+            return Some(Code::InvalidValue);
+        }
+        if strict
+            && !self.hidden[3]
+            && changed.iter().any(|(var, v)| {
+                *var == Var::Num && (self.slider_broken() || !self.slider_accepts(v))
+            })
+        {
+            return Some(Code::InvalidValue);
+        }
+        if changed.iter().any(|(var, v)| !self.vouched(*var, v)) {
+            return Some(Code::InvalidValue);
+        }
+        None
+    }
+
+    fn input_record(&self) -> Record {
+        self.input
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    }
+}
+
+const SEG_POOL: [&str; 5] = ["a", "b", "c", "d", "e"];
+const ITEM_POOL: [&str; 4] = ["x", "y", "z", "w"];
+
+fn button() -> impl Strategy<Value = ButtonSpec> {
+    let target_and_value = prop_oneof![
+        proptest::sample::select(&SEG_POOL[..]).prop_map(|s| (Var::Seg, Value::from(s))),
+        proptest::sample::subsequence(&ITEM_POOL[..], 0..=2).prop_map(|l| (Var::List, strings(&l))),
+        any::<bool>().prop_map(|b| (Var::Sw, Value::from(b))),
+        (-8..16i32).prop_map(|n| (Var::Num, Value::from(n))),
+    ];
+    (
+        target_and_value,
+        proptest::option::of(any::<bool>()),
+        proptest::bool::weighted(0.3),
+    )
+        .prop_map(|((target, sets), disabled, hidden)| ButtonSpec {
+            target,
+            sets,
+            disabled,
+            hidden,
+        })
+}
+
+/// A value for `var`: often one the controls or Buttons of `case` offer, sometimes a
+/// random one of the right kind, rarely one of the wrong kind.
+fn value_for(case: &Case, var: Var) -> BoxedStrategy<Value> {
+    let sets: Vec<Value> = case
+        .buttons
+        .iter()
+        .filter(|b| b.target == var)
+        .map(|b| b.sets.clone())
+        .collect();
+    let (offered, random, wrong): (BoxedStrategy<Value>, BoxedStrategy<Value>, Value) = match var {
+        Var::Seg => (
+            proptest::sample::select(case.options.clone())
+                .prop_map(Value::from)
+                .boxed(),
+            proptest::sample::select(&SEG_POOL[..])
+                .prop_map(Value::from)
+                .boxed(),
+            Value::from(1),
+        ),
+        Var::List => (
+            proptest::sample::subsequence(case.items.clone(), 0..=case.items.len())
+                .prop_map(|l| strings(&l))
+                .boxed(),
+            proptest::sample::subsequence(&ITEM_POOL[..], 0..=3)
+                .prop_map(|l| strings(&l))
+                .boxed(),
+            Value::from("x"),
+        ),
+        Var::Sw => (
+            any::<bool>().prop_map(Value::from).boxed(),
+            any::<bool>().prop_map(Value::from).boxed(),
+            Value::from(0),
+        ),
+        Var::Num => (
+            (case.min..=case.max.max(case.min))
+                .prop_map(Value::from)
+                .boxed(),
+            (-8..16i32).prop_map(Value::from).boxed(),
+            Value::from("3"),
+        ),
+    };
+    if sets.is_empty() {
+        prop_oneof![4 => offered, 3 => random, 1 => Just(wrong)].boxed()
+    } else {
+        prop_oneof![
+            3 => offered,
+            3 => proptest::sample::select(sets),
+            2 => random,
+            1 => Just(wrong),
+        ]
+        .boxed()
+    }
+}
+
+fn input_for(case: &Case) -> impl Strategy<Value = Vec<(&'static str, Value)>> + use<> {
+    (
+        proptest::option::weighted(0.6, value_for(case, Var::Seg)),
+        proptest::option::weighted(0.6, value_for(case, Var::List)),
+        proptest::option::weighted(0.5, value_for(case, Var::Sw)),
+        proptest::option::weighted(0.6, value_for(case, Var::Num)),
+        proptest::option::weighted(0.05, proptest::sample::select(&["$free", "$zz", "$ui"][..])),
+    )
+        .prop_map(|(seg, list, sw, num, extra)| {
+            let mut out = Vec::new();
+            for (name, v) in [("$seg", seg), ("$list", list), ("$sw", sw), ("$num", num)] {
+                if let Some(v) = v {
+                    out.push((name, v));
+                }
+            }
+            if let Some(extra) = extra {
+                out.push((extra, Value::from(0)));
+            }
+            out
+        })
+}
+
+/// The controls of a case (no input yet).
+fn controls_case() -> impl Strategy<Value = Case> {
+    (
+        proptest::sample::subsequence(&SEG_POOL[..4], 1..=4),
+        proptest::sample::select(&SEG_POOL[..]),
+        proptest::sample::subsequence(&ITEM_POOL[..3], 0..=3),
+        proptest::sample::subsequence(&ITEM_POOL[..3], 0..=2),
+        // Bounds, and a default that is mostly within them (else the Slider is broken).
+        (
+            -5..5i32,
+            prop_oneof![1 => Just(0), 19 => 1..8i32],
+            // Where the default sits: -1 below `min`, 101 above `max`, else a percentage.
+            prop_oneof![1 => Just(-1), 18 => 0..=100i32, 1 => Just(101)],
+        ),
+        proptest::array::uniform4(proptest::bool::weighted(0.2)),
+        proptest::collection::vec(button(), 0..4),
+    )
+        .prop_map(
+            |(options, seg_default, items, list_default, (min, span, offset), hidden, buttons)| {
+                Case {
+                    options,
+                    seg_default,
+                    items,
+                    list_default,
+                    min,
+                    max: min + span,
+                    num_default: match offset {
+                        -1 => min - 2,
+                        101 => min + span + 2,
+                        p => min + span * p / 100,
+                    },
+                    hidden,
+                    buttons,
+                    input: Vec::new(),
+                }
+            },
+        )
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    controls_case().prop_flat_map(|controls| {
+        input_for(&controls).prop_map(move |input| Case {
+            input,
+            ..controls.clone()
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// `validated_state` and `resolve_choice` accept exactly what the model accepts, and
+    /// refuse the rest with the model's code.
+    #[test]
+    fn validation_agrees_with_the_model(case in case()) {
+        let source = case.source();
+        let block = compile_with(&source, true);
+        let codes: Vec<Code> = block.diagnostics.iter().map(|d| d.code).collect();
+        let broken: &[Code] = if case.slider_broken() { &[Code::InvalidProps] } else { &[] };
+        prop_assert_eq!(codes, broken, "{}", source);
+        let choice = ids(&block, "Choice").remove(0);
+        let input = case.input_record();
+        let validated = validated_state(&block, &input, &Record::new(), UiLimits::DEFAULT, &CLOCK);
+        prop_assert_eq!(
+            validated.as_ref().err().map(|f| f.code),
+            case.expected(false),
+            "validated_state\n{}\n{:?}", source, case.input
+        );
+        let resolved = resolve_choice(&block, &choice, &input, &Record::new(), UiLimits::DEFAULT, &CLOCK);
+        prop_assert_eq!(
+            resolved.as_ref().err().map(|f| f.code),
+            case.expected(true),
+            "resolve_choice\n{}\n{:?}", source, case.input
+        );
+        if let Ok(selection) = resolved {
+            // resolve_choice is never looser than validated_state.
+            let state = validated.expect("resolve_choice accepted what validated_state refused");
+            prop_assert_eq!(&selection.label, "Go");
+            prop_assert_eq!(&selection.context, "Go");
+            prop_assert_eq!(selection.values, input_values(&block, &state).unwrap());
+            for (name, v) in &case.input {
+                prop_assert_eq!(&state.values()[*name], v);
+            }
+        }
+    }
+}

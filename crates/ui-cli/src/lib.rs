@@ -1,7 +1,7 @@
 //! # ui-cli
 //!
 //! The library behind the `uiblocks` binary: the JSON-lines [`driver`] that exposes the
-//! compiler to hosts in any language, and the JSON Schema subset of its query sources.
+//! compiler to hosts in any language (`driver.md`).
 //!
 //! ```
 //! let response = ui_cli::driver::handle_line(

@@ -1,0 +1,747 @@
+//! The per-process service (`sync.md` §3.5, §6.1, §6.5, §11.3): coalescing, overflow,
+//! validation, retries, the tailer, the latest index, catch-up slots, the pruner.
+//!
+//! Most tests run on a paused clock against an in-memory store (below), so windows,
+//! backoff and grace periods are exact; the last ones use the real SQLite log.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use ui_core::SyncLimits;
+use ui_sync::{
+    Audience, AudienceKind, AudienceSet, ChangeDraft, Epoch, LogMeta, LogRow, NewRow, Op,
+    PruneReport, ReadAfter, RequestSource, Retention, Salt, Seq, Snapshot, SqliteStore, SyncError,
+    SyncService, SyncStore,
+};
+
+/// A log in memory with switches for failures and stalls.
+struct MemStore {
+    meta: LogMeta,
+    rows: Mutex<Vec<LogRow>>,
+    fail: AtomicBool,
+    hold_snapshots: AtomicBool,
+    release: Notify,
+    prunes: AtomicU64,
+}
+
+impl MemStore {
+    fn new() -> Arc<Self> {
+        Arc::new(MemStore {
+            meta: LogMeta {
+                epoch: Epoch::random(),
+                salt: Salt([3; 32]),
+            },
+            rows: Mutex::new(Vec::new()),
+            fail: AtomicBool::new(false),
+            hold_snapshots: AtomicBool::new(false),
+            release: Notify::new(),
+            prunes: AtomicU64::new(0),
+        })
+    }
+
+    fn rows(&self) -> Vec<LogRow> {
+        self.rows.lock().unwrap().clone()
+    }
+
+    /// Appends as another process would: the service is not told.
+    fn append_elsewhere(&self, row: NewRow) -> Seq {
+        let mut rows = self.rows.lock().unwrap();
+        let seq = Seq(rows.len() as u64 + 1);
+        rows.push(LogRow { seq, row });
+        seq
+    }
+}
+
+#[async_trait]
+impl SyncStore for MemStore {
+    fn meta(&self) -> &LogMeta {
+        &self.meta
+    }
+
+    async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<Seq>, SyncError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(SyncError::Store("injected failure".into()));
+        }
+        Ok(rows.into_iter().map(|r| self.append_elsewhere(r)).collect())
+    }
+
+    async fn head(&self) -> Result<Seq, SyncError> {
+        Ok(Seq(self.rows.lock().unwrap().len() as u64))
+    }
+
+    async fn tail(&self, after: Seq, limit: usize) -> Result<Vec<LogRow>, SyncError> {
+        let rows = self.rows.lock().unwrap();
+        Ok(rows
+            .iter()
+            .filter(|r| r.seq > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn snapshot(
+        &self,
+        after: Seq,
+        audiences: &AudienceSet,
+        limit: usize,
+    ) -> Result<Snapshot, SyncError> {
+        if self.hold_snapshots.load(Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        let rows = self.rows.lock().unwrap();
+        Ok(Snapshot {
+            epoch: self.meta.epoch.clone(),
+            pruned_through: Seq(0),
+            head: Seq(rows.len() as u64),
+            rows: rows
+                .iter()
+                .filter(|r| r.seq > after)
+                .filter(|r| {
+                    r.row.audience.kind == AudienceKind::Global
+                        || audiences.contains(&r.row.audience)
+                })
+                .take(limit)
+                .cloned()
+                .collect(),
+        })
+    }
+
+    async fn prune(&self, _now_ms: i64, _retention: Retention) -> Result<PruneReport, SyncError> {
+        self.prunes.fetch_add(1, Ordering::SeqCst);
+        Ok(PruneReport {
+            deleted: 0,
+            pruned_through: Seq(0),
+            rows: self.rows.lock().unwrap().len() as u64,
+        })
+    }
+}
+
+fn draft(
+    source: &str,
+    audience: Option<Audience>,
+    key: Option<&str>,
+    rs: Option<&str>,
+) -> ChangeDraft {
+    ChangeDraft {
+        source: source.into(),
+        audience,
+        key: key.map(str::to_owned),
+        rs: rs.and_then(RequestSource::parse),
+    }
+}
+
+fn p1() -> Audience {
+    Audience::project("p1")
+}
+
+fn limits(overrides: &[(&str, u64)]) -> SyncLimits {
+    overrides
+        .iter()
+        .fold(SyncLimits::DEFAULT, |l, (k, v)| l.with(k, *v).unwrap())
+}
+
+async fn start(store: &Arc<MemStore>, limits: SyncLimits) -> SyncService {
+    SyncService::start(store.clone(), limits, ["host.flags".to_owned()])
+        .await
+        .unwrap()
+}
+
+/// Waits (on the paused clock) until the tailer has published `seq`.
+async fn tailed(service: &SyncService, seq: u64) {
+    assert!(
+        service.catch_up_to(Seq(seq), Duration::from_secs(10)).await,
+        "head never reached {seq}"
+    );
+}
+
+/// (source, key token, rs, n, op) of a row.
+type Shape = (String, Option<String>, Option<String>, u32, Op);
+
+/// The [`Shape`] of each row, for comparisons.
+fn shape(rows: &[LogRow]) -> Vec<Shape> {
+    rows.iter()
+        .map(|r| {
+            (
+                r.row.source.clone(),
+                r.row.key.map(|k| k.to_hex()),
+                r.row.rs.as_ref().map(|s| s.as_str().to_owned()),
+                r.row.n,
+                r.row.op,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_window_merges_drafts_with_the_same_source_audience_key_and_rs() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    for _ in 0..100 {
+        service
+            .record(draft("ci.runs", Some(p1()), Some("main"), Some("p-a")))
+            .unwrap();
+    }
+    for _ in 0..3 {
+        service
+            .record(draft("ci.runs", Some(p1()), Some("main"), Some("p-b")))
+            .unwrap();
+    }
+    service
+        .record(draft("ci.runs", Some(p1()), Some("dev"), Some("p-a")))
+        .unwrap();
+    service
+        .record(draft(
+            "ci.runs",
+            Some(Audience::project("p2")),
+            Some("main"),
+            Some("p-a"),
+        ))
+        .unwrap();
+    service
+        .record(draft("ci.runs", Some(p1()), None, Some("p-a")))
+        .unwrap();
+    let started = Instant::now();
+    let cursor = service
+        .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), Some("p-a")))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(SyncLimits::DEFAULT.appender_window()),
+        "{waited:?}"
+    );
+    assert!(waited < Duration::from_millis(100), "{waited:?}");
+
+    let rows = store.rows();
+    let (_, main) = service.tokens("ci.runs", &p1(), Some("main"));
+    let (_, dev) = service.tokens("ci.runs", &p1(), Some("dev"));
+    let main = main.map(|k| k.to_hex());
+    let dev = dev.map(|k| k.to_hex());
+    let a = Some("p-a".to_owned());
+    assert_eq!(
+        shape(&rows),
+        vec![
+            ("ci.runs".into(), main.clone(), a.clone(), 101, Op::Change),
+            (
+                "ci.runs".into(),
+                main.clone(),
+                Some("p-b".into()),
+                3,
+                Op::Change
+            ),
+            ("ci.runs".into(), dev, a.clone(), 1, Op::Change),
+            (
+                "ci.runs".into(),
+                service
+                    .tokens("ci.runs", &Audience::project("p2"), Some("main"))
+                    .1
+                    .map(|k| k.to_hex()),
+                a.clone(),
+                1,
+                Op::Change
+            ),
+            ("ci.runs".into(), None, a, 1, Op::Change),
+        ]
+    );
+    assert_eq!(
+        cursor.seq, rows[0].seq,
+        "the waiter gets its merged row's seq"
+    );
+    assert_eq!(cursor.epoch, service.epoch());
+    let stats = service.stats();
+    assert_eq!((stats.drafts, stats.rows, stats.merged), (107, 5, 102));
+
+    // The next window is a new row.
+    let next = service
+        .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), Some("p-a")))
+        .await
+        .unwrap();
+    assert_eq!(next.seq, Seq(6));
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_merged_into_one_row_get_the_same_cursor() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    let d = || draft("ci.runs", Some(p1()), Some("main"), None);
+    let (a, b) = tokio::join!(service.record_and_wait(d()), service.record_and_wait(d()));
+    assert_eq!(a.unwrap(), b.unwrap());
+    assert_eq!(store.rows().len(), 1);
+    assert_eq!(store.rows()[0].row.n, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_overflows_to_whole_source_rows_and_a_full_overflow_set_to_a_reset() {
+    let store = MemStore::new();
+    let service = start(
+        &store,
+        limits(&[("appenderQueue", 4), ("overflowPairs", 2)]),
+    )
+    .await;
+    let p2 = Audience::project("p2");
+    for i in 0..4 {
+        service
+            .record(draft(
+                "ci.runs",
+                Some(p1()),
+                Some(&format!("k{i}")),
+                Some("p-a"),
+            ))
+            .unwrap();
+    }
+    // The queue is full: these return at once and are only counted.
+    for i in 0..3 {
+        service
+            .record(draft(
+                "ci.runs",
+                Some(p1()),
+                Some(&format!("x{i}")),
+                Some("p-a"),
+            ))
+            .unwrap();
+    }
+    for _ in 0..2 {
+        service
+            .record(draft("ci.builds", Some(p2.clone()), Some("main"), None))
+            .unwrap();
+    }
+    assert_eq!(service.stats().overflowed, 5);
+    tailed(&service, 6).await;
+    let rows = store.rows();
+    assert_eq!(rows.len(), 6);
+    let whole: Vec<_> = rows[4..]
+        .iter()
+        .map(|r| {
+            (
+                r.row.source.as_str(),
+                r.row.audience.clone(),
+                r.row.key,
+                r.row.rs.clone(),
+                r.row.n,
+            )
+        })
+        .collect();
+    assert_eq!(
+        whole,
+        vec![
+            ("ci.builds", p2.clone(), None, None, 2),
+            ("ci.runs", p1(), None, None, 3),
+        ]
+    );
+    assert_eq!(rows[4].row.scope, service.tokens("ci.builds", &p2, None).0);
+
+    // Fill the queue again, then three pairs for a set of two: one reset row, global.
+    for i in 0..4 {
+        service
+            .record(draft("ci.runs", Some(p1()), Some(&format!("k{i}")), None))
+            .unwrap();
+    }
+    for p in ["a", "b", "c", "c"] {
+        service
+            .record(draft("ci.runs", Some(Audience::project(p)), None, None))
+            .unwrap();
+    }
+    tailed(&service, 11).await;
+    let rows = store.rows();
+    assert_eq!(rows.len(), 11);
+    let reset = &rows[10].row;
+    assert_eq!(reset.op, Op::Reset);
+    assert_eq!(reset.audience, Audience::global());
+    assert_eq!((reset.key, reset.rs.clone(), reset.n), (None, None, 4));
+    assert_eq!(service.stats().resets, 1);
+
+    // The overflow set was cleared: the next overflow is a whole-source row again.
+    for i in 0..5 {
+        service
+            .record(draft("ci.runs", Some(p1()), Some(&format!("y{i}")), None))
+            .unwrap();
+    }
+    tailed(&service, 16).await;
+    let last = &store.rows()[15].row;
+    assert_eq!((last.op, last.key, last.n), (Op::Change, None, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn drafts_without_a_valid_audience_fail_at_the_call_site_and_write_nothing() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    assert_eq!(
+        service.record(draft("ci.runs", None, Some("main"), None)),
+        Err(SyncError::NoAudience("ci.runs".into()))
+    );
+    assert_eq!(
+        service
+            .record_and_wait(draft("ci.runs", None, None, None))
+            .await,
+        Err(SyncError::NoAudience("ci.runs".into()))
+    );
+    assert!(matches!(
+        service.record(draft("ci.runs", Some(Audience::global()), None, None)),
+        Err(SyncError::Invalid(_))
+    ));
+    assert!(matches!(
+        service.record(draft("CI Runs", Some(p1()), None, None)),
+        Err(SyncError::Invalid(_))
+    ));
+    assert!(matches!(
+        service.record(draft("ci.runs", Some(p1()), Some(&"k".repeat(257)), None)),
+        Err(SyncError::Invalid(_))
+    ));
+    service
+        .record(draft("ci.runs", Some(p1()), Some(&"k".repeat(256)), None))
+        .unwrap();
+    // An internal source may omit the audience: it is global.
+    let cursor = service
+        .record_and_wait(draft("host.flags", None, None, None))
+        .await
+        .unwrap();
+    let rows = store.rows();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].seq, cursor.seq);
+    assert_eq!(rows[1].row.audience, Audience::global());
+    assert_eq!(service.stats().drafts, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tailer_starts_at_the_head_and_publishes_batches_in_order() {
+    let store = MemStore::new();
+    for i in 0..3 {
+        store.append_elsewhere(NewRow {
+            source: "ci.runs".into(),
+            audience: p1(),
+            scope: store.meta.salt.scope("ci.runs", &p1()),
+            key: None,
+            rs: None,
+            op: Op::Change,
+            n: 1,
+            at_ms: i,
+        });
+    }
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    assert_eq!(service.head().seq, Seq(3));
+    let mut hub = service.subscribe();
+    let first = service
+        .record_and_wait(draft("ci.runs", Some(p1()), Some("a"), None))
+        .await
+        .unwrap();
+    let second = service
+        .record_and_wait(draft("ci.runs", Some(p1()), Some("b"), None))
+        .await
+        .unwrap();
+    assert_eq!((first.seq, second.seq), (Seq(4), Seq(5)));
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let batch = tokio::time::timeout(Duration::from_secs(5), hub.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(batch.first, batch.rows[0].seq);
+        assert_eq!(batch.last, batch.rows.last().unwrap().seq);
+        seen.extend(batch.rows.iter().map(|r| r.seq.0));
+    }
+    assert_eq!(seen, vec![4, 5], "history is never re-emitted");
+    assert_eq!(service.head().seq, Seq(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn rows_of_other_writers_arrive_by_the_tail_tick_and_catch_up_to_pokes_the_tailer() {
+    let store = MemStore::new();
+    let started = Instant::now();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    let mut hub = service.subscribe();
+    let row = NewRow {
+        source: "ci.runs".into(),
+        audience: p1(),
+        scope: service.tokens("ci.runs", &p1(), None).0,
+        key: None,
+        rs: None,
+        op: Op::Change,
+        n: 1,
+        at_ms: 0,
+    };
+    // This store never reports `changed_elsewhere`: only the safety tick (every
+    // `postgresTick`, the first at start) finds the row.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    store.append_elsewhere(row.clone());
+    let batch = hub.recv().await.unwrap();
+    assert_eq!(batch.rows[0].seq, Seq(1));
+    assert_eq!(
+        Instant::now() - started,
+        Duration::from_millis(SyncLimits::DEFAULT.postgres_tick())
+    );
+
+    // A `seen` ahead of the head makes the tailer read at once (§6.5).
+    let seq = store.append_elsewhere(row);
+    let started = Instant::now();
+    let within = Duration::from_millis(SyncLimits::DEFAULT.seen_catch_up());
+    assert!(service.catch_up_to(seq, within).await);
+    assert!(started.elapsed() < within);
+    assert_eq!(service.head().seq, seq);
+    // A seq nobody wrote: false after the bound.
+    let started = Instant::now();
+    assert!(!service.catch_up_to(Seq(99), within).await);
+    assert_eq!(started.elapsed(), within);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tailer_reads_in_batches_of_tailer_batch_rows() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    let mut hub = service.subscribe();
+    for _ in 0..2_500 {
+        store.append_elsewhere(NewRow {
+            source: "ci.runs".into(),
+            audience: p1(),
+            scope: store.meta.salt.scope("ci.runs", &p1()),
+            key: None,
+            rs: None,
+            op: Op::Change,
+            n: 1,
+            at_ms: 0,
+        });
+    }
+    tailed(&service, 2_500).await;
+    let mut sizes = Vec::new();
+    let mut next = 1;
+    while next <= 2_500 {
+        let batch = hub.recv().await.unwrap();
+        assert_eq!(batch.first, Seq(next));
+        assert_eq!(batch.last, Seq(next + batch.rows.len() as u64 - 1));
+        next = batch.last.0 + 1;
+        sizes.push(batch.rows.len());
+    }
+    let max = SyncLimits::DEFAULT.tailer_batch() as usize;
+    assert_eq!(sizes, vec![max, max, 2_500 - 2 * max]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_latest_index_answers_relevant_with_base_for_misses() {
+    let store = MemStore::new();
+    for _ in 0..5 {
+        store.append_elsewhere(NewRow {
+            source: "ci.runs".into(),
+            audience: p1(),
+            scope: store.meta.salt.scope("ci.runs", &p1()),
+            key: None,
+            rs: None,
+            op: Op::Change,
+            n: 1,
+            at_ms: 0,
+        });
+    }
+    let service = start(&store, limits(&[("latestIndex", 6)])).await;
+    let (scope, main) = service.tokens("ci.runs", &p1(), Some("main"));
+    let (_, dev) = service.tokens("ci.runs", &p1(), Some("dev"));
+    let (main, dev) = (main.unwrap(), dev.unwrap());
+    assert_eq!(
+        service.relevant(&scope, &[]),
+        Seq(5),
+        "base = head at start"
+    );
+    assert_eq!(service.relevant(&scope, &[main]), Seq(5));
+
+    for (key, expect) in [(Some("main"), 6), (None, 7), (Some("dev"), 8)] {
+        let c = service
+            .record_and_wait(draft("ci.runs", Some(p1()), key, None))
+            .await
+            .unwrap();
+        assert_eq!(c.seq, Seq(expect));
+    }
+    tailed(&service, 8).await;
+    assert_eq!(service.relevant(&scope, &[]), Seq(8));
+    assert_eq!(
+        service.relevant(&scope, &[main]),
+        Seq(7),
+        "the whole-source row counts"
+    );
+    assert_eq!(service.relevant(&scope, &[dev]), Seq(8));
+    assert_eq!(service.relevant(&scope, &[main, dev]), Seq(8));
+    let (other, other_key) = service.tokens("ci.runs", &Audience::project("p2"), Some("main"));
+    assert_eq!(service.relevant(&other, &[other_key.unwrap()]), Seq(5));
+
+    // Two entries (scope, key) per new project: the least recently updated entries of p1 go,
+    // and misses answer the raised base.
+    for p in ["p3", "p4"] {
+        service
+            .record_and_wait(draft(
+                "ci.runs",
+                Some(Audience::project(p)),
+                Some("k"),
+                None,
+            ))
+            .await
+            .unwrap();
+    }
+    tailed(&service, 10).await;
+    let (p4, k4) = service.tokens("ci.runs", &Audience::project("p4"), Some("k"));
+    assert_eq!(service.relevant(&p4, &[k4.unwrap()]), Seq(10));
+    assert_eq!(
+        service.relevant(&other, &[]),
+        Seq(7),
+        "base rose to the evicted seq"
+    );
+    assert_eq!(
+        service.relevant(&scope, &[dev]),
+        Seq(8),
+        "recent entries stay"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_writes_retry_with_backoff_and_mark_sync_degraded_after_the_grace() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    store.fail.store(true, Ordering::SeqCst);
+    let waiter = tokio::spawn({
+        let service = service.clone();
+        async move {
+            service
+                .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), None))
+                .await
+        }
+    });
+    let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
+    tokio::time::sleep(grace - Duration::from_secs(5)).await;
+    assert!(!service.degraded());
+    // 100 ms doubling to 5 s: 0.05, 0.15, 0.35, 0.75, 1.55, 3.15, 6.35, 11.35, 16.35, 21.35.
+    assert_eq!(service.stats().append_failures, 10);
+    service
+        .record(draft("ci.runs", Some(p1()), Some("dev"), None))
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(service.degraded());
+    assert!(store.rows().is_empty());
+
+    store.fail.store(false, Ordering::SeqCst);
+    let cursor = tokio::time::timeout(Duration::from_secs(6), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(cursor.seq, Seq(1));
+    assert!(!service.degraded());
+    tailed(&service, 2).await;
+    assert_eq!(
+        store.rows().len(),
+        2,
+        "drafts queued meanwhile are written too"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_reads_share_a_bounded_semaphore() {
+    let store = MemStore::new();
+    let service = start(&store, limits(&[("catchUpConcurrency", 1)])).await;
+    let audiences = AudienceSet::new([p1()], 1_000);
+    let cursor = format!("{}.0", service.epoch());
+    store.hold_snapshots.store(true, Ordering::SeqCst);
+    let first = tokio::spawn({
+        let (service, audiences, cursor) = (service.clone(), audiences.clone(), cursor.clone());
+        async move { service.read_after(Some(&cursor), &audiences).await }
+    });
+    tokio::task::yield_now().await;
+    let started = Instant::now();
+    assert_eq!(
+        service.read_after(Some(&cursor), &audiences).await,
+        Err(SyncError::Busy)
+    );
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(SyncLimits::DEFAULT.catch_up_wait())
+    );
+    store.hold_snapshots.store(false, Ordering::SeqCst);
+    store.release.notify_one();
+    assert!(matches!(first.await.unwrap(), Ok(ReadAfter::Events { .. })));
+    assert!(matches!(
+        service.read_after(Some(&cursor), &audiences).await,
+        Ok(ReadAfter::Events { .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_pruner_skips_the_first_minute_then_runs_every_interval() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(store.prunes.load(Ordering::SeqCst), 0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(store.prunes.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(SyncLimits::DEFAULT.prune_interval())).await;
+    assert_eq!(store.prunes.load(Ordering::SeqCst), 2);
+    drop(service);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_writes_queued_drafts_and_later_records_fail() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    service
+        .record(draft("ci.runs", Some(p1()), Some("main"), None))
+        .unwrap();
+    service.shutdown().await;
+    assert_eq!(store.rows().len(), 1);
+    assert_eq!(
+        service.record(draft("ci.runs", Some(p1()), None, None)),
+        Err(SyncError::Closed)
+    );
+}
+
+// ---- The same service on the real SQLite log (real time, bounded waits). ----
+
+#[tokio::test]
+async fn sqlite_end_to_end_record_tail_and_catch_up_per_audience() {
+    let store = Arc::new(SqliteStore::open_temp().await.unwrap());
+    let service = SyncService::start(store.clone(), SyncLimits::DEFAULT, [])
+        .await
+        .unwrap();
+    let mut hub = service.subscribe();
+    let start = service.head();
+    let (a, b) = (Audience::user("a"), Audience::user("b"));
+    let for_a = service
+        .record_and_wait(draft(
+            "host.drafts",
+            Some(a.clone()),
+            Some("d1"),
+            Some("p-a"),
+        ))
+        .await
+        .unwrap();
+    let for_b = service
+        .record_and_wait(draft("host.drafts", Some(b.clone()), Some("d1"), None))
+        .await
+        .unwrap();
+    assert!(for_a.seq < for_b.seq);
+
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let batch = tokio::time::timeout(Duration::from_secs(5), hub.recv())
+            .await
+            .expect("the tailer publishes local commits")
+            .unwrap();
+        seen.extend(batch.rows.iter().map(|r| r.seq));
+    }
+    assert_eq!(seen, vec![for_a.seq, for_b.seq]);
+    assert_eq!(service.head(), for_b);
+
+    let b_set = AudienceSet::new([b.clone()], 1_000);
+    let answer = service
+        .read_after(Some(&start.to_string()), &b_set)
+        .await
+        .unwrap();
+    let ReadAfter::Events { cursor, events } = answer else {
+        panic!("no reset expected");
+    };
+    assert_eq!(cursor, for_b);
+    let seqs: HashSet<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, HashSet::from([for_b.seq.0]), "B never sees A's event");
+    assert_eq!(
+        events[0].scope,
+        service.tokens("host.drafts", &b, None).0.to_hex()
+    );
+    service.shutdown().await;
+}

@@ -17,6 +17,11 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root, &args[1..]),
+        // SCRATCH(pg): remove before handing back.
+        Some("with-pg") => with_postgres(&root, |c| {
+            let rest: Vec<&str> = args[2..].iter().map(String::as_str).collect();
+            run(&root, &Step { label: "scratch", program: &args[1], args: &rest, env: &[("UI_SYNC_PG", c)] })
+        }),
         _ => {
             eprintln!("usage: cargo xtask <ci | bench [criterion args]>");
             return ExitCode::from(2);
@@ -75,7 +80,7 @@ fn run(root: &Path, step: &Step<'_>) -> Result<(), String> {
 
 fn ci(root: &Path) -> Result<(), String> {
     let started = Instant::now();
-    let steps = [
+    let before_tests = [
         Step {
             label: "fmt",
             program: "cargo",
@@ -96,11 +101,52 @@ fn ci(root: &Path) -> Result<(), String> {
             env: &[],
         },
         Step {
+            label: "clippy-postgres",
+            program: "cargo",
+            args: &[
+                "clippy",
+                "-p",
+                "ui-sync",
+                "--features",
+                "postgres",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            env: &[],
+        },
+        Step {
             label: "test",
             program: "cargo",
             args: &["test", "--workspace", "--all-targets"],
             env: &[("INSTA_UPDATE", "no")],
         },
+    ];
+    for step in &before_tests {
+        run(root, step)?;
+    }
+    with_postgres(root, |conninfo| {
+        run(
+            root,
+            &Step {
+                label: "test-postgres",
+                program: "cargo",
+                args: &[
+                    "test",
+                    "-p",
+                    "ui-sync",
+                    "--features",
+                    "postgres",
+                    "--lib",
+                    "--test",
+                    "postgres",
+                ],
+                env: &[("UI_SYNC_PG", conninfo)],
+            },
+        )
+    })?;
+    let after_tests = [
         Step {
             label: "doctest",
             program: "cargo",
@@ -113,8 +159,21 @@ fn ci(root: &Path) -> Result<(), String> {
             args: &["doc", "--workspace", "--no-deps"],
             env: &[("RUSTDOCFLAGS", "-D warnings")],
         },
+        Step {
+            label: "doc-postgres",
+            program: "cargo",
+            args: &[
+                "doc",
+                "-p",
+                "ui-sync",
+                "--features",
+                "postgres",
+                "--no-deps",
+            ],
+            env: &[("RUSTDOCFLAGS", "-D warnings")],
+        },
     ];
-    for step in &steps {
+    for step in &after_tests {
         run(root, step)?;
     }
     if root.join("fuzz/Cargo.toml").exists() {
@@ -135,19 +194,510 @@ fn ci(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(root: &Path, extra: &[String]) -> Result<(), String> {
-    let mut args = vec!["bench", "--workspace"];
-    if !extra.is_empty() {
-        args.push("--");
-        args.extend(extra.iter().map(String::as_str));
+/// Where Debian installs PostgreSQL's server binaries: `<dir>/<major>/bin/`.
+const POSTGRES_LIB: &str = "/usr/lib/postgresql";
+/// The OS user that owns and runs the throwaway cluster.
+const POSTGRES_USER: &str = "postgres";
+
+/// Runs `body` with the connection string of a throwaway PostgreSQL cluster, for the
+/// tests of `ui-sync`'s `postgres` feature.
+///
+/// When `UI_SYNC_PG` is already set, that database is used as it is. Otherwise, as root:
+/// installs the `postgresql` package when no `initdb` exists (`apt-get update`, then
+/// `apt-get install -y postgresql`, non-interactive); creates a fresh directory under
+/// `/tmp` owned by `postgres`; `initdb` with trust authentication into it; starts the
+/// server as `postgres` on a free port of 127.0.0.1 (socket in the same directory); runs
+/// `body` with `host=127.0.0.1 port=<port> user=postgres dbname=postgres`; then stops the
+/// server (`pg_ctl stop -m fast`) and removes the directory, whether `body` failed or not.
+fn with_postgres(root: &Path, body: impl FnOnce(&str) -> Result<(), String>) -> Result<(), String> {
+    if let Some(conninfo) = std::env::var("UI_SYNC_PG")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+    {
+        println!("\n==> [postgres] UI_SYNC_PG is set: using that database, starting none");
+        return body(&conninfo);
     }
+    println!("\n==> [postgres] provisioning a throwaway PostgreSQL cluster");
+    if !is_root() {
+        return Err(
+            "postgres: the PostgreSQL tests need a throwaway cluster, which `xtask ci` installs \
+             and starts as root (CI runs as root on a fresh Debian machine). Run as root, or \
+             set UI_SYNC_PG to a connection string of a database the tests may use."
+                .to_owned(),
+        );
+    }
+    let bin = match postgres_bin() {
+        Some(bin) => bin,
+        None => {
+            install_postgres(root)?;
+            postgres_bin().ok_or_else(|| {
+                format!(
+                    "postgres: `apt-get install postgresql` left no {POSTGRES_LIB}/*/bin/initdb"
+                )
+            })?
+        }
+    };
+    println!("    server binaries: {}", bin.display());
+    let cluster = Cluster::create(root, &bin)?;
+    let conninfo = format!(
+        "host=127.0.0.1 port={} user={POSTGRES_USER} dbname=postgres",
+        cluster.port
+    );
+    println!("    UI_SYNC_PG={conninfo}");
+    let outcome = body(&conninfo);
+    // `cluster` stops the server and removes its directory when dropped, also on failure.
+    drop(cluster);
+    outcome
+}
+
+/// Whether this process runs as root (`id -u` is 0).
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+/// The newest `/usr/lib/postgresql/<major>/bin` that holds `initdb`.
+fn postgres_bin() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(POSTGRES_LIB)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let major = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// `apt-get update` and `apt-get install -y postgresql`, non-interactively.
+fn install_postgres(root: &Path) -> Result<(), String> {
+    let has_apt = Command::new("apt-get")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_apt {
+        return Err(format!(
+            "postgres: no {POSTGRES_LIB}/*/bin/initdb and no apt-get to install PostgreSQL \
+             with (CI expects a Debian machine). Install PostgreSQL, or set UI_SYNC_PG."
+        ));
+    }
+    let env: &[(&str, &str)] = &[("DEBIAN_FRONTEND", "noninteractive")];
+    for args in [
+        &["update"][..],
+        &["install", "-y", "--no-install-recommends", "postgresql"][..],
+    ] {
+        run(
+            root,
+            &Step {
+                label: "postgres-install",
+                program: "apt-get",
+                args,
+                env,
+            },
+        )
+        .map_err(|step| format!("postgres: installing PostgreSQL failed: {step}"))?;
+    }
+    Ok(())
+}
+
+/// A free TCP port on 127.0.0.1: the one the OS hands a listener bound to port 0.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("postgres: no free port on 127.0.0.1: {e}"))
+}
+
+/// A running throwaway cluster; dropping it stops the server and removes its directory.
+struct Cluster {
+    root: PathBuf,
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    started: bool,
+}
+
+impl Cluster {
+    /// `initdb` (trust authentication) into a fresh directory under `/tmp` owned by
+    /// `postgres`, then `pg_ctl start` on a free port of 127.0.0.1.
+    fn create(root: &Path, bin: &Path) -> Result<Cluster, String> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = PathBuf::from(format!("/tmp/ui-sync-pg-{}-{stamp}", std::process::id()));
+        let mut cluster = Cluster {
+            root: root.to_owned(),
+            bin: bin.to_owned(),
+            dir: dir.clone(),
+            port: 0,
+            started: false,
+        };
+        std::fs::create_dir(&dir)
+            .map_err(|e| format!("postgres: cannot create {}: {e}", dir.display()))?;
+        let text = |p: PathBuf| p.to_string_lossy().into_owned();
+        let (data, log, dir_text) = (
+            text(dir.join("data")),
+            text(dir.join("server.log")),
+            text(dir.clone()),
+        );
+        cluster.step(
+            "postgres-chown",
+            "chown",
+            &[&format!("{POSTGRES_USER}:"), &dir_text],
+        )?;
+        let initdb = text(bin.join("initdb"));
+        cluster.step(
+            "postgres-initdb",
+            "runuser",
+            &[
+                "-u",
+                POSTGRES_USER,
+                "--",
+                &initdb,
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                POSTGRES_USER,
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ],
+        )?;
+        cluster.port = free_port()?;
+        let options = format!(
+            "-p {} -k {dir_text} -c listen_addresses=127.0.0.1 -c fsync=off",
+            cluster.port
+        );
+        let pg_ctl = text(bin.join("pg_ctl"));
+        cluster.started = true;
+        cluster.step(
+            "postgres-start",
+            "runuser",
+            &[
+                "-u",
+                POSTGRES_USER,
+                "--",
+                &pg_ctl,
+                "-D",
+                &data,
+                "-l",
+                &log,
+                "-o",
+                &options,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        )?;
+        Ok(cluster)
+    }
+
+    fn step(&self, label: &str, program: &str, args: &[&str]) -> Result<(), String> {
+        run(
+            &self.root,
+            &Step {
+                label,
+                program,
+                args,
+                env: &[],
+            },
+        )
+        .map_err(|step| {
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            if log.is_empty() {
+                format!("postgres: {step}")
+            } else {
+                format!("postgres: {step}\n--- server.log ---\n{log}")
+            }
+        })
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.started {
+            let data = self.dir.join("data").to_string_lossy().into_owned();
+            let pg_ctl = self.bin.join("pg_ctl").to_string_lossy().into_owned();
+            let stopped = self.step(
+                "postgres-stop",
+                "runuser",
+                &[
+                    "-u",
+                    POSTGRES_USER,
+                    "--",
+                    &pg_ctl,
+                    "-D",
+                    &data,
+                    "-m",
+                    "fast",
+                    "-w",
+                    "stop",
+                ],
+            );
+            if let Err(e) = stopped {
+                eprintln!("xtask: warning: {e}");
+            }
+        }
+        println!("\n==> [postgres-cleanup] rm -rf {}", self.dir.display());
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("xtask: warning: cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// One row of the bench table: a reference workload, its criterion bench and the reference
+/// implementation's frozen-clock median.
+struct Workload {
+    label: &'static str,
+    group: &'static str,
+    bench: &'static str,
+    reference_ms: Option<f64>,
+}
+
+/// The reference workloads with the frozen-clock medians of the reference TypeScript
+/// implementation, copied from the table of `shared/bench/README.md` ("frozen-clock median
+/// ms"; for the evaluation, which has none, its "median ms"). Keep in sync with that file.
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        label: "reply: 2,000,000 chars of prose, no fence (prose2m)",
+        group: "compile_reply",
+        bench: "prose2m",
+        reference_ms: Some(0.90),
+    },
+    Workload {
+        label: "reply: prose + one 1.9 KB block (proseWithBlock)",
+        group: "compile_reply",
+        bench: "proseWithBlock",
+        reference_ms: Some(1.64),
+    },
+    Workload {
+        label: "reply: 100,000 small fences, cap at 16 (fences100k)",
+        group: "compile_reply",
+        bench: "fences100k",
+        reference_ms: Some(0.37),
+    },
+    Workload {
+        label: "block: 100 Stat elements (stats100)",
+        group: "compile_block",
+        bench: "stats100",
+        reference_ms: Some(0.79),
+    },
+    Workload {
+        label: "block: table1000, default limits",
+        group: "compile_block",
+        bench: "table1000_default",
+        reference_ms: Some(1.00),
+    },
+    Workload {
+        label: "block: table1000, raised limits",
+        group: "compile_block",
+        bench: "table1000_raised",
+        reference_ms: Some(9.15),
+    },
+    Workload {
+        // The README has no frozen-clock median for this one: its plain median (9.58 ms).
+        label: "evaluate table1000, raised limits (reference: plain median)",
+        group: "evaluate",
+        bench: "table1000",
+        reference_ms: Some(9.58),
+    },
+    Workload {
+        label: "streaming: 321 compiles (streaming)",
+        group: "stream",
+        bench: "streaming",
+        reference_ms: Some(31.89),
+    },
+];
+
+/// The criterion arguments `--quick` stands for.
+const QUICK: &[&str] = &["--warm-up-time", "1", "--measurement-time", "3"];
+
+/// `cargo xtask bench [--quick] [--bench NAME]... [CRITERION ARGS] [-- CRITERION ARGS]`:
+/// runs `cargo bench -p benches` (only the bench targets named by `--bench`, if any),
+/// passing every other argument to criterion (`--quick` stands for [`QUICK`]), then prints
+/// the comparison table from criterion's estimates.
+fn bench(root: &Path, extra: &[String]) -> Result<(), String> {
+    let mut targets: Vec<&str> = Vec::new();
+    let mut criterion_args: Vec<&str> = Vec::new();
+    let mut args_iter = extra.iter().map(String::as_str);
+    while let Some(arg) = args_iter.next() {
+        match arg {
+            "--" => criterion_args.extend(args_iter.by_ref()),
+            "--quick" => criterion_args.extend_from_slice(QUICK),
+            "--bench" => {
+                let name = args_iter
+                    .next()
+                    .ok_or_else(|| "bench: `--bench` needs a bench target name".to_owned())?;
+                targets.extend(["--bench", name]);
+            }
+            other => criterion_args.push(other),
+        }
+    }
+    // Absolute paths, so cargo (run from the root) and criterion (run from the benches
+    // crate) agree on where the estimates go.
+    let target = target_dir(root);
+    let target_env = target.to_string_lossy().into_owned();
+    let criterion = std::env::var_os("CRITERION_HOME")
+        .filter(|d| !d.is_empty())
+        .map(absolute)
+        .unwrap_or_else(|| target.join("criterion"));
+    let criterion_env = criterion.to_string_lossy().into_owned();
+    let mut args = vec!["bench", "-p", "benches"];
+    args.extend(targets);
+    if !criterion_args.is_empty() {
+        args.push("--");
+        args.extend(criterion_args);
+    }
+    let started = std::time::SystemTime::now();
     run(
         root,
         &Step {
             label: "bench",
             program: "cargo",
             args: &args,
-            env: &[],
+            env: &[
+                ("CARGO_TARGET_DIR", target_env.as_str()),
+                ("CRITERION_HOME", criterion_env.as_str()),
+            ],
         },
-    )
+    )?;
+    println!("\n{}", bench_table(&criterion, started));
+    Ok(())
+}
+
+/// `dir` made absolute against the current directory.
+fn absolute(dir: std::ffi::OsString) -> PathBuf {
+    let dir = PathBuf::from(dir);
+    if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir().unwrap_or_default().join(dir)
+    }
+}
+
+/// The cargo target directory, absolute: `CARGO_TARGET_DIR` (relative to the current
+/// directory) when set, else `cargo metadata`'s `target_directory`, else `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        return absolute(dir);
+    }
+    Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| {
+            json_string_field(&String::from_utf8_lossy(&out.stdout), "target_directory")
+        })
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// The Markdown comparison table of the workloads, from the estimates under `criterion`.
+/// A median older than `started` (its bench was filtered out of this run) is marked.
+fn bench_table(criterion: &Path, started: std::time::SystemTime) -> String {
+    let mut out = String::from(
+        "| workload | reference frozen-clock median (ms) | ours median (ms) | ratio | GB/s |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for w in WORKLOADS {
+        let dir = criterion.join(w.group).join(w.bench).join("new");
+        let estimates = dir.join("estimates.json");
+        let median_ns = std::fs::read_to_string(&estimates)
+            .ok()
+            .and_then(|json| json_number_after(&json, &["\"median\"", "\"point_estimate\""]));
+        let stale = std::fs::metadata(&estimates)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified < started);
+        let reference = w
+            .reference_ms
+            .map_or_else(|| "–".to_owned(), |ms| format!("{ms:.2}"));
+        let (ours, ratio, gbps) = match median_ns {
+            None => ("not run".to_owned(), "–".to_owned(), "–".to_owned()),
+            Some(ns) => {
+                let ms = ns / 1e6;
+                let ours = format!("{}{}", format_ms(ms), if stale { " (old run)" } else { "" });
+                let ratio = w.reference_ms.map_or_else(
+                    || "–".to_owned(),
+                    |reference| {
+                        let r = reference / ms;
+                        if r >= 1.0 {
+                            format!("{r:.1}× faster")
+                        } else {
+                            format!("{:.1}× slower", 1.0 / r)
+                        }
+                    },
+                );
+                // Bytes per nanosecond is gigabytes per second.
+                let gbps = std::fs::read_to_string(dir.join("benchmark.json"))
+                    .ok()
+                    .and_then(|json| json_number_after(&json, &["\"Bytes\""]))
+                    .map_or_else(|| "–".to_owned(), |bytes| format!("{:.1}", bytes / ns));
+                (ours, ratio, gbps)
+            }
+        };
+        out.push_str(&format!(
+            "| {} | {reference} | {ours} | {ratio} | {gbps} |\n",
+            w.label
+        ));
+    }
+    out.push_str(&format!(
+        "\nMedians from {}/<group>/<bench>/new/estimates.json; ratio = reference / ours. \
+         Wall-clock numbers on this 2-core machine vary by ±30% run to run.",
+        criterion.display()
+    ));
+    out
+}
+
+/// Formats milliseconds with three significant digits or more.
+fn format_ms(ms: f64) -> String {
+    if ms >= 100.0 {
+        format!("{ms:.1}")
+    } else if ms >= 1.0 {
+        format!("{ms:.3}")
+    } else {
+        format!("{ms:.4}")
+    }
+}
+
+/// The number after the last of `keys`, each searched after the previous one, in
+/// `json` (`"median"` then `"point_estimate"` finds `median.point_estimate` in
+/// criterion's estimates: the median object's first key holding a number is that one).
+fn json_number_after(json: &str, keys: &[&str]) -> Option<f64> {
+    let mut at = 0;
+    for key in keys {
+        at += json[at..].find(key)? + key.len();
+    }
+    let rest = json[at..].trim_start().strip_prefix(':')?.trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E')))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The string value of the first `"key": "..."` in `json` (no escapes expected beyond
+/// `\\` and `\"`).
+fn json_string_field(json: &str, key: &str) -> Option<String> {
+    let quoted = format!("\"{key}\"");
+    let at = json.find(&quoted)? + quoted.len();
+    let rest = json[at..].trim_start().strip_prefix(':')?.trim_start();
+    let mut chars = rest.strip_prefix('"')?.chars();
+    let mut value = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(value),
+            '\\' => value.push(chars.next()?),
+            c => value.push(c),
+        }
+    }
+    None
 }

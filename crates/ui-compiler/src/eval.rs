@@ -218,6 +218,10 @@ impl Evaluator<'_, '_> {
                 let mut out = Vec::new();
                 let mut scope = vars.clone();
                 for (i, item) in items.into_iter().enumerate() {
+                    // A fresh allocation, as JavaScript's boundary copy gives the local: the
+                    // item is not identical (`===`) to the element it came from.
+                    let mut fresh = Budget::new(*self.budget.limits(), &FrozenClock(0.0));
+                    let item = fresh.copy_value_fresh(&item).unwrap_or(item);
                     scope.insert(local.clone(), item);
                     let suffix = format!("{suffix}:{i}");
                     for child in &node.children {

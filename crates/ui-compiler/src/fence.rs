@@ -1,6 +1,6 @@
 //! Finding UI blocks in a Markdown reply (`language.md` §3).
 
-use memchr::memchr;
+use memchr::{memchr, memchr2};
 use ui_core::text::trim_js;
 
 /// One UI fence found in a reply. Offsets are UTF-8 bytes into the reply.
@@ -62,20 +62,33 @@ pub fn scan_fences(text: &str, language: &str) -> Vec<Fence> {
 /// when `visit` returns `false`.
 pub fn scan_fences_with(text: &str, language: &str, mut visit: impl FnMut(Fence) -> bool) {
     let b = text.as_bytes();
-    let mut pos = 0;
     // (marker, run, start, code_start, is_ui)
     let mut open: Option<(u8, usize, usize, usize, bool)> = None;
-    while pos < b.len() {
-        let line_end = memchr(b'\n', &b[pos..]).map_or(b.len(), |i| pos + i + 1);
-        let line = &b[pos..line_end];
+    // Only fence lines change the state, so jump from one possible fence marker to the
+    // next instead of walking every line.
+    let mut from = 0;
+    while let Some(i) = memchr2(b'`', b'~', &b[from..]).map(|i| from + i) {
+        let mut start = i;
+        while start > 0 && b[start - 1] == b' ' && i - start < 4 {
+            start -= 1;
+        }
+        let at_line_start = start == 0 || b[start - 1] == b'\n';
+        if !at_line_start || i - start > ui_core::limits::MAX_FENCE_INDENT {
+            // Not a fence line: skip this run of markers.
+            let marker = b[i];
+            from = i + b[i..].iter().take_while(|&&c| c == marker).count();
+            continue;
+        }
+        let line_end = memchr(b'\n', &b[i..]).map_or(b.len(), |j| i + j + 1);
+        let line = &b[start..line_end];
         match open {
             None => {
                 if let Some((marker, run, info)) = fence_line(line) {
                     let ui = info_text(info) == language;
-                    open = Some((marker, run, pos, line_end, ui));
+                    open = Some((marker, run, start, line_end, ui));
                 }
             }
-            Some((marker, run, start, code_start, ui)) => {
+            Some((marker, run, fence_start, code_start, ui)) => {
                 if let Some((m, r, info)) = fence_line(line)
                     && m == marker
                     && r >= run
@@ -84,9 +97,9 @@ pub fn scan_fences_with(text: &str, language: &str, mut visit: impl FnMut(Fence)
                     open = None;
                     if ui
                         && !visit(Fence {
-                            start,
+                            start: fence_start,
                             code_start,
-                            code_end: pos,
+                            code_end: start,
                             end: line_end,
                             closed: true,
                         })
@@ -96,7 +109,7 @@ pub fn scan_fences_with(text: &str, language: &str, mut visit: impl FnMut(Fence)
                 }
             }
         }
-        pos = line_end;
+        from = line_end;
     }
     if let Some((_, _, start, code_start, true)) = open {
         visit(Fence {

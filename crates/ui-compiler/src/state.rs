@@ -1,7 +1,7 @@
 //! [`UiState`]: the state one block keeps on a page (`language.md` §14).
 
 use indexmap::IndexMap;
-use ui_core::{Budget, Code, Failure, Record, SystemClock, UiLimits, Value};
+use ui_core::{Budget, Clock, Code, Failure, Record, SystemClock, UiLimits, Value};
 
 use crate::block::Block;
 use crate::compile::check_action_target;
@@ -29,6 +29,7 @@ pub struct UiState {
     revision: u64,
     listeners: Vec<(u64, Listener)>,
     next_listener: u64,
+    clock: std::sync::Arc<dyn Clock + Send + Sync>,
 }
 
 impl std::fmt::Debug for UiState {
@@ -53,6 +54,12 @@ fn same_kind(a: &Value, b: &Value) -> bool {
 }
 
 impl UiState {
+    /// Uses `clock` for the time budget of every copy this state makes (the system clock by
+    /// default; a frozen clock makes results independent of machine load).
+    pub fn set_clock(&mut self, clock: std::sync::Arc<dyn Clock + Send + Sync>) {
+        self.clock = clock;
+    }
+
     /// A fresh state for `block` (its defaults), copying under `limits`.
     ///
     /// # Errors
@@ -68,14 +75,16 @@ impl UiState {
             revision: 0,
             listeners: Vec::new(),
             next_listener: 0,
+            clock: std::sync::Arc::new(SystemClock::new()),
         };
         state.sync(block)?;
         Ok(state)
     }
 
+    /// Copies a value into the state: fresh allocations, so no two paths of the state
+    /// share a compound value (identity comparisons stay as in JavaScript).
     fn copy(&self, value: &Value) -> Result<Value, Failure> {
-        let clock = SystemClock::new();
-        Budget::new(self.limits, &clock).copy_value(value)
+        Budget::new(self.limits, &*self.clock).copy_value_fresh(value)
     }
 
     fn copy_record(&self, record: &Record) -> Result<Record, Failure> {
@@ -161,7 +170,10 @@ impl UiState {
         for (name, reading) in &self.readings {
             all.insert(name.clone(), reading.clone());
         }
-        self.copy_record(&all)
+        // Charged like a copy; the values are shared (the state holds them immutably and
+        // already keeps distinct allocations per path).
+        Budget::new(self.limits, &*self.clock).charge_record(&all)?;
+        Ok(all)
     }
 
     fn changed(&mut self) {

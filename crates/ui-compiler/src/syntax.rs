@@ -5,6 +5,7 @@
 //! exception is a whole-block failure (a budget, or a forbidden declaration name), which the
 //! compiler turns into the block's single diagnostic (§12.3).
 
+use memchr::memchr2;
 use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
@@ -89,6 +90,18 @@ impl DiagSink<'_> {
         out.push(d);
     }
 }
+
+/// Bytes that matter while scanning a declaration value: line feed, quotes, brackets.
+const DECLARATION_SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let special = *b"\n\"'[{(]})";
+    let mut i = 0;
+    while i < special.len() {
+        t[special[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// UTF-16 units of the character a UTF-8 byte starts (0 for continuation bytes).
 #[inline]
@@ -309,21 +322,18 @@ impl Parser<'_, '_, '_> {
         let mut quote: Option<u8> = None;
         let from = self.pos;
         while self.pos < self.len() {
-            let c = self.b[self.pos];
             if let Some(q) = quote {
-                if c == b'\\' {
-                    self.pos += 1;
-                    if self.pos < self.len() {
-                        self.pos += 1;
-                    }
-                    continue;
-                }
-                if c == q {
-                    quote = None;
-                }
-                self.pos += 1;
+                self.pos = self.skip_quoted(q);
+                quote = None;
                 continue;
             }
+            // Jump over bytes that cannot change the scan.
+            while self.pos < self.len() && !DECLARATION_SPECIAL[usize::from(self.b[self.pos])] {
+                self.pos += 1;
+            }
+            let Some(&c) = self.b.get(self.pos) else {
+                break;
+            };
             match c {
                 b'\n' if depth <= 0 => break,
                 b'"' | b'\'' => quote = Some(c),
@@ -341,6 +351,19 @@ impl Parser<'_, '_, '_> {
             self.pos += 1;
         }
         self.charge(from, self.pos)
+    }
+
+    /// From just inside a quote `q` (at `pos`, after the opening quote), the position
+    /// after the closing quote, or the end of input; a backslash escapes the next byte.
+    fn skip_quoted(&self, q: u8) -> usize {
+        let mut p = self.pos;
+        loop {
+            match memchr2(q, b'\\', &self.b[p..]) {
+                None => return self.len(),
+                Some(i) if self.b[p + i] == q => return p + i + 1,
+                Some(i) => p = (p + i + 2).min(self.len()),
+            }
+        }
     }
 
     // ---- body (§5) ----
@@ -414,9 +437,7 @@ impl Parser<'_, '_, '_> {
 
     fn text_run(&mut self) -> Result<(), Failure> {
         let start = self.pos;
-        while self.pos < self.len() && !matches!(self.b[self.pos], b'<' | b'{') {
-            self.pos += 1;
-        }
+        self.pos = memchr2(b'<', b'{', &self.b[self.pos..]).map_or(self.len(), |i| self.pos + i);
         self.charge(start, self.pos)?;
         let text = &self.src[start..self.pos];
         let droppable = text.chars().all(is_js_whitespace) && text.contains(['\n', '\r']);

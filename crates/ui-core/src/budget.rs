@@ -266,38 +266,71 @@ impl<'c> Budget<'c> {
 
     /// Copies a value into the interpreter (`copyUiValue`, `language.md` §10.8): `depth`
     /// per nesting level, one iteration per array item and record key, `string` per string,
-    /// and [`Code::RefusedAccess`] for a forbidden record key. The copy is fresh: its arrays
-    /// and records are new allocations, so identity comparisons see a new value.
+    /// and [`Code::RefusedAccess`] for a forbidden record key.
+    ///
+    /// Values are immutable, so the copy shares the value's allocations: only the charges
+    /// and checks are made. Identity comparisons stay exact because every store of values
+    /// (state, readings) keeps distinct allocations per path ([`Budget::copy_value_fresh`]).
     pub fn copy_value(&mut self, value: &Value) -> Result<Value, Failure> {
-        self.copy_at(value, 0)
+        self.charge_value(value, 0)?;
+        Ok(value.clone())
     }
 
-    fn copy_at(&mut self, value: &Value, d: u64) -> Result<Value, Failure> {
+    /// Charges the copy of a record of variables (the boundary copy of one evaluation)
+    /// without building it: the record at depth 0, its values at depth 1.
+    pub fn charge_record(&mut self, record: &Record) -> Result<(), Failure> {
+        self.depth(0)?;
+        for (key, item) in record {
+            self.iteration(1)?;
+            check_key(key)?;
+            self.charge_value(item, 1)?;
+        }
+        Ok(())
+    }
+
+    /// Like [`Budget::copy_value`], but the copy is a fresh allocation at every level, so
+    /// no array or record of it is identical (`===`) to one of `value`. Stores of state use
+    /// it, so that two paths never share a compound value.
+    pub fn copy_value_fresh(&mut self, value: &Value) -> Result<Value, Failure> {
+        self.charge_value(value, 0)?;
+        Ok(fresh(value))
+    }
+
+    fn charge_value(&mut self, value: &Value, d: u64) -> Result<(), Failure> {
         self.depth(d)?;
-        Ok(match value {
-            Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
-            Value::String(s) => {
-                self.string(s)?;
-                value.clone()
-            }
+        match value {
+            Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+            Value::String(s) => self.string(s),
             Value::Array(items) => {
-                let mut out = Vec::with_capacity(items.len());
                 for item in items.iter() {
                     self.iteration(1)?;
-                    out.push(self.copy_at(item, d + 1)?);
+                    self.charge_value(item, d + 1)?;
                 }
-                Value::array(out)
+                Ok(())
             }
             Value::Record(record) => {
-                let mut out = Record::with_capacity(record.len());
                 for (key, item) in record.iter() {
                     self.iteration(1)?;
                     check_key(key)?;
-                    out.insert(key.clone(), self.copy_at(item, d + 1)?);
+                    self.charge_value(item, d + 1)?;
                 }
-                Value::record(out)
+                Ok(())
             }
-        })
+        }
+    }
+}
+
+/// A deep copy with new allocations for every array and record.
+fn fresh(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::array(items.iter().map(fresh).collect()),
+        Value::Record(record) => Value::record(
+            record
+                .iter()
+                .map(|(k, v)| (k.clone(), fresh(v)))
+                .collect::<Record>(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -392,7 +425,12 @@ mod tests {
         let mut b = budget(UiLimits::DEFAULT);
         let copy = b.copy_value(&v).unwrap();
         assert_eq!(copy, v);
-        assert!(!copy.identical(&v));
+        assert!(copy.identical(&v));
+        let mut fresh_budget = budget(UiLimits::DEFAULT);
+        let fresh = fresh_budget.copy_value_fresh(&v).unwrap();
+        assert_eq!(fresh, v);
+        assert!(!fresh.identical(&v));
+        assert_eq!(fresh_budget.steps(), 5 + 4 + 2);
         // depth: record(1) + a(1) + 1(1) + "xy"(1) + b(1) = 5 depth steps;
         // iterations: 2 keys + 2 items = 4 (4 steps); string "xy" = 2 steps.
         assert_eq!(b.iterations(), 4);

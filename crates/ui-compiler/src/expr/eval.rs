@@ -12,10 +12,14 @@ use super::{guard_depth, invalid_expression, invalid_value, safe_key};
 
 /// Evaluates `expr` against the variables `vars` (`evaluateUiExpression`).
 ///
-/// First the boundary copy (`copyUiValue`, §10.8): `vars` is copied as one record value
-/// (`depth(0)` for the record, one iteration per key, `depth(1)` per variable, and so on),
-/// so every array and record the expression sees is fresh. Then [`evaluate_in_scope`] runs
-/// against the copy.
+/// First the boundary copy (`copyUiValue`, §10.8), charged in full: `vars` as one record
+/// value (`depth(0)` for the record, one iteration per key, `depth(1)` per variable, and so
+/// on), with the forbidden-key checks. Values are immutable, so the copy shares their
+/// allocations instead of building new ones; identity (`===`) of arrays and records is
+/// therefore that of the allocations in `vars`. Variables parsed from JSON, compiled
+/// defaults and every [`UiState`](crate::UiState) keep distinct allocations per path, which
+/// gives JavaScript's results; a caller that puts one allocation under two names sees them
+/// identical. Then [`evaluate_in_scope`] runs.
 ///
 /// ```
 /// use ui_compiler::expr::{evaluate, parse_expression};
@@ -29,12 +33,10 @@ use super::{guard_depth, invalid_expression, invalid_value, safe_key};
 /// assert_eq!(value, Value::from("Ann & Bo!"));
 /// ```
 pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<Value, Failure> {
-    let copy = budget.copy_value(&Value::record(vars.clone()))?;
-    let Value::Record(scope) = copy else {
-        debug_assert!(false, "copying a record gave another kind of value");
-        return Err(invalid_value("Expected a record."));
-    };
-    evaluate_in_scope(expr, &scope, budget)
+    // The boundary copy: charged in full, but values are immutable, so the scope shares
+    // the variables' allocations.
+    budget.charge_record(vars)?;
+    evaluate_in_scope(expr, vars, budget)
 }
 
 /// Evaluates `expr` against `scope` without the boundary copy: the caller has already copied

@@ -72,4 +72,4 @@ pub use inputs::input_values;
 pub use state::{Listener, Subscription, UiState};
 pub use stream::{Preview, UiStream};
 pub use ui_core::{View, ViewAction, ViewBinding, ViewNode};
-pub use validate::{Selection, query_arguments, resolve_choice, validated_state};
+pub use validate::{Selection, query_arguments, resolve_choice, validated_state, validated_view};

@@ -95,6 +95,21 @@ pub fn validated_state(
     limits: UiLimits,
     clock: &dyn Clock,
 ) -> Result<UiState, Failure> {
+    validated_view(block, input, queries, limits, clock).map(|(state, _)| state)
+}
+
+/// [`validated_state`] together with the block evaluated in that state, for callers that
+/// inspect the view next (link targets) and need not evaluate twice.
+///
+/// # Errors
+/// As [`validated_state`].
+pub fn validated_view(
+    block: &Block,
+    input: &Record,
+    queries: &Record,
+    limits: UiLimits,
+    clock: &dyn Clock,
+) -> Result<(UiState, View), Failure> {
     if !block.complete || block.catalog_version != CATALOG_VERSION {
         return Err(Failure::new(
             Code::InvalidBlock,
@@ -113,7 +128,7 @@ pub fn validated_state(
         .filter(|(name, value)| block.defaults.get(*name) != Some(value))
         .map(|(name, _)| name.as_str());
     check_vouched(&view, state.defaults(), state.values(), changed)?;
-    Ok(state)
+    Ok((state, view))
 }
 
 /// The arguments of the query `name` for a page's `input` (`uiQueryArguments`): evaluated

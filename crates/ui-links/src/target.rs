@@ -2,7 +2,7 @@
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use ui_compiler::{Block, evaluate_block, validated_state};
+use ui_compiler::{Block, validated_view};
 use ui_core::limits::{MAX_SHA_DIGITS, MIN_SHA_DIGITS};
 use ui_core::text::utf16_len;
 use ui_core::{Clock, Failure, HostLimits, Record, UiLimits, Value};
@@ -141,7 +141,7 @@ impl LinkTarget {
 /// The map has no cap; a host applies the 64-target limit where it freezes or checks links.
 ///
 /// # Errors
-/// The failures of [`validated_state`].
+/// The failures of [`ui_compiler::validated_state`].
 pub fn link_targets(
     block: &Block,
     input: &Record,
@@ -149,8 +149,7 @@ pub fn link_targets(
     limits: UiLimits,
     clock: &dyn Clock,
 ) -> Result<IndexMap<String, LinkTarget>, Failure> {
-    let state = validated_state(block, input, queries, limits, clock)?;
-    let view = evaluate_block(block, &state, limits, Some(clock))?;
+    let (_, view) = validated_view(block, input, queries, limits, clock)?;
     let host = HostLimits::DEFAULT;
     let mut targets = IndexMap::new();
     view.walk_live(&mut |node, _| {

@@ -1,7 +1,9 @@
 //! `cargo xtask`: the project's automation, run from any directory of the workspace.
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
-//!   test, the docs with warnings denied, and a build of the benches and fuzz targets.
+//!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
+//!   PostgreSQL tests of `ui-sync` run against a throwaway cluster that it installs (apt) and
+//!   starts as root, or against `UI_SYNC_PG` when that is set.
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks (`cargo bench -p benches`).
 //!
 //! Each step prints the command it runs; the first failing step stops the run with a
@@ -17,11 +19,6 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root, &args[1..]),
-        // SCRATCH(pg): remove before handing back.
-        Some("with-pg") => with_postgres(&root, |c| {
-            let rest: Vec<&str> = args[2..].iter().map(String::as_str).collect();
-            run(&root, &Step { label: "scratch", program: &args[1], args: &rest, env: &[("UI_SYNC_PG", c)] })
-        }),
         _ => {
             eprintln!("usage: cargo xtask <ci | bench [criterion args]>");
             return ExitCode::from(2);

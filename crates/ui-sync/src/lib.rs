@@ -9,6 +9,8 @@ pub mod client;
 mod error;
 mod latest;
 mod poll;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod service;
 mod sqlite;
 mod store;
@@ -20,6 +22,8 @@ pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::PgStore;
 pub use service::{SyncService, SyncStats};
 pub use sqlite::SqliteStore;
 pub use store::{PruneReport, Retention, Snapshot, SyncStore, read_after};

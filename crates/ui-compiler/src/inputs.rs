@@ -14,9 +14,22 @@ use crate::state::UiState;
 /// local state and each valid action target.
 ///
 /// # Errors
-/// [`ui_core::Code::BudgetExceeded`] when the state does not fit its copy budget.
+/// Never today; kept fallible for stores whose values must be copied out.
 pub fn input_values(block: &Block, state: &UiState) -> Result<Record, Failure> {
-    let scope = state.scope()?;
+    // Input names are local state, never readings, so the values are the state's own.
+    let values = state.values();
+    let mut out = Record::new();
+    for name in input_names(block) {
+        if let Some(value) = values.get(name) {
+            out.insert(name.to_owned(), value.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The names [`input_values`] reports, in document order (without repeats): the variables
+/// bound by complete, error-free catalog components and the targets of their valid actions.
+pub fn input_names(block: &Block) -> Vec<&str> {
     let is_local = |n: &str| block.defaults.contains_key(n) && !block.queries.contains_key(n);
     let mut names: Vec<&str> = Vec::new();
     block.walk(&mut |node| {
@@ -27,7 +40,7 @@ pub fn input_values(block: &Block, state: &UiState) -> Result<Record, Failure> {
             return;
         }
         for variable in node.bindings.values() {
-            if is_local(variable) {
+            if is_local(variable) && !names.contains(&variable.as_str()) {
                 names.push(variable);
             }
         }
@@ -35,15 +48,10 @@ pub fn input_values(block: &Block, state: &UiState) -> Result<Record, Failure> {
             && check_action_target(action, &is_local).is_ok()
             && let Expr::Call { args, .. } = action
             && let Some(target) = args.first().and_then(Expr::as_reference)
+            && !names.contains(&target)
         {
             names.push(target);
         }
     });
-    let mut out = Record::new();
-    for name in names {
-        if let Some(value) = scope.get(name) {
-            out.insert(name.to_owned(), value.clone());
-        }
-    }
-    Ok(out)
+    names
 }

@@ -68,7 +68,7 @@ pub use compiler::{UiCompiler, compile_reply};
 pub use eval::{Applied, evaluate_block};
 pub use fallback::node_fallback;
 pub use fence::{Fence, has_fence, may_reference_host, scan_fences, scan_fences_with};
-pub use inputs::input_values;
+pub use inputs::{input_names, input_values};
 pub use state::{Listener, Subscription, UiState};
 pub use stream::{Preview, UiStream};
 pub use ui_core::{View, ViewAction, ViewBinding, ViewNode};

@@ -13,7 +13,7 @@ use ui_core::{Budget, CATALOG_VERSION, Clock, Code, Failure, Record, UiLimits, V
 use crate::block::{Block, Node};
 use crate::eval::evaluate_block;
 use crate::expr::evaluate;
-use crate::inputs::input_values;
+use crate::inputs::{input_names, input_values};
 use crate::state::UiState;
 
 /// What a choice sends: the label, the message and the values on screen.
@@ -50,10 +50,10 @@ fn state_with_readings(
 }
 
 /// Refuses with [`Code::RefusedBinding`] a submitted name a page could not send.
-fn check_names(block: &Block, state: &UiState, input: &Record) -> Result<(), Failure> {
-    let allowed = input_values(block, state)?;
+fn check_names(block: &Block, _state: &UiState, input: &Record) -> Result<(), Failure> {
+    let allowed = input_names(block);
     for name in input.keys() {
-        if !allowed.contains_key(name) {
+        if !allowed.contains(&name.as_str()) {
             return Err(Failure::new(
                 Code::RefusedBinding,
                 format!("`{name}` is not an input of this block."),

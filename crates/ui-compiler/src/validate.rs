@@ -199,7 +199,9 @@ pub fn resolve_choice(
         }
     }
     let view = evaluate_checked(block, &state, limits, clock)?;
-    if !changed.is_empty() {
+    let mut any_error = false;
+    view.walk(&mut |v| any_error |= v.error.is_some());
+    if !changed.is_empty() && any_error {
         let mut compiled: HashMap<&str, &Node> = HashMap::new();
         block.walk(&mut |n| {
             compiled.insert(n.id.as_str(), n);

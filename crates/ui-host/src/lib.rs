@@ -121,6 +121,6 @@ pub use source::{
     TypedSource, UiHost, UiSource, ValueSchema,
 };
 pub use store::{
-    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, MemoryStore, SendResult, StoredItem,
-    UiQueryState, UiStore, block_revision,
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, MemoryStore, SendResult, StoredBlock,
+    StoredItem, UiQueryState, UiStore, block_revision,
 };

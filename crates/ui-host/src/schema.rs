@@ -11,9 +11,13 @@ use ui_core::text::utf16_len;
 
 use crate::source::ValueSchema;
 
-/// One schema of the subset, usable as a source's argument or result schema.
+/// One schema of the subset, usable as a source's argument or result schema. It is compiled
+/// once, when made, so that a check looks nothing up by name.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JsonSchema(Json);
+pub struct JsonSchema {
+    json: Json,
+    compiled: Compiled,
+}
 
 impl JsonSchema {
     /// Wraps `schema` after checking that its `type`s are in the subset.
@@ -39,13 +43,18 @@ impl JsonSchema {
             Ok(())
         }
         types_ok(schema)?;
-        Ok(JsonSchema(schema.clone()))
+        Ok(JsonSchema {
+            json: schema.clone(),
+            compiled: Compiled::new(schema),
+        })
     }
 }
 
 impl ValueSchema for JsonSchema {
     fn parse(&self, value: &Value) -> Result<Value, String> {
-        check(&self.0, value, "value").map(|()| value.clone())
+        self.compiled
+            .check(value, &Path::Root("value"))
+            .map(|()| value.clone())
     }
 }
 
@@ -53,7 +62,7 @@ impl ValueSchema for JsonSchema {
 /// `querySchemas`).
 #[derive(Debug, Clone, Default)]
 pub struct JsonSchemas {
-    sources: HashMap<String, Json>,
+    sources: HashMap<String, Compiled>,
 }
 
 impl JsonSchemas {
@@ -61,7 +70,11 @@ impl JsonSchemas {
     pub fn from_json(schemas: &Json) -> Self {
         let sources = schemas
             .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), Compiled::new(v)))
+                    .collect()
+            })
             .unwrap_or_default();
         JsonSchemas { sources }
     }
@@ -71,98 +84,194 @@ impl QuerySchemas for JsonSchemas {
     fn check(&self, source: &str, args: &Value) -> Option<Result<(), String>> {
         self.sources
             .get(source)
-            .map(|schema| check(schema, args, "args"))
+            .map(|schema| schema.check(args, &Path::Root("args")))
     }
 }
 
 /// Checks `value` against `schema`; the error names the path that failed.
+///
+/// # Errors
+/// A message naming the first path that fails and why.
 pub fn check(schema: &Json, value: &Value, path: &str) -> Result<(), String> {
-    let fail = |what: &str| Err(format!("{path}: {what}"));
-    if let Some(options) = schema.get("enum").and_then(Json::as_array)
-        && !options.iter().any(|o| Value::from(o) == *value)
-    {
-        return fail("is not one of the allowed values");
+    Compiled::new(schema).check(value, &Path::Root(path))
+}
+
+/// Where a checked value sits, written out only when a check fails (a successful check
+/// allocates no path text).
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root(&'a str),
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root(root) => f.write_str(root),
+            Path::Key(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
-    match schema.get("type").and_then(Json::as_str) {
-        Some("object") => {
-            let Some(record) = value.as_record() else {
-                return fail("expected an object");
-            };
-            let properties = schema.get("properties").and_then(Json::as_object);
-            if let Some(required) = schema.get("required").and_then(Json::as_array) {
-                for name in required.iter().filter_map(Json::as_str) {
+}
+
+/// A schema with every keyword the subset reads taken out once. Keywords that do not have
+/// the expected JSON type are ignored, as when they are absent.
+#[derive(Debug, Clone, PartialEq)]
+struct Compiled {
+    /// `enum`: the allowed values.
+    options: Option<Vec<Value>>,
+    kind: Kind,
+}
+
+/// What `type` asks for, with its keywords.
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    /// No `type`, or one outside the subset: anything passes.
+    Any,
+    Object {
+        /// `properties`, in order (`None` when it is not an object).
+        properties: Option<Vec<(String, Compiled)>>,
+        /// The string entries of `required`.
+        required: Vec<String>,
+        /// `additionalProperties: false`.
+        closed: bool,
+    },
+    Array {
+        items: Option<Box<Compiled>>,
+    },
+    String {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    Number {
+        integer: bool,
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    Boolean,
+}
+
+impl Compiled {
+    fn new(schema: &Json) -> Self {
+        let number = |key: &str| schema.get(key).and_then(Json::as_f64);
+        let kind = match schema.get("type").and_then(Json::as_str) {
+            Some("object") => Kind::Object {
+                properties: schema.get("properties").and_then(Json::as_object).map(|p| {
+                    p.iter()
+                        .map(|(k, sub)| (k.clone(), Compiled::new(sub)))
+                        .collect()
+                }),
+                required: schema
+                    .get("required")
+                    .and_then(Json::as_array)
+                    .map(|r| {
+                        r.iter()
+                            .filter_map(Json::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                closed: schema.get("additionalProperties") == Some(&Json::Bool(false)),
+            },
+            Some("array") => Kind::Array {
+                items: schema.get("items").map(|sub| Box::new(Compiled::new(sub))),
+            },
+            Some("string") => Kind::String {
+                min: number("minLength"),
+                max: number("maxLength"),
+            },
+            Some(kind @ ("number" | "integer")) => Kind::Number {
+                integer: kind == "integer",
+                min: number("minimum"),
+                max: number("maximum"),
+            },
+            Some("boolean") => Kind::Boolean,
+            _ => Kind::Any,
+        };
+        Compiled {
+            options: schema
+                .get("enum")
+                .and_then(Json::as_array)
+                .map(|o| o.iter().map(Value::from).collect()),
+            kind,
+        }
+    }
+
+    fn check(&self, value: &Value, path: &Path<'_>) -> Result<(), String> {
+        let fail = |what: &str| Err(format!("{path}: {what}"));
+        if let Some(options) = &self.options
+            && !options.iter().any(|o| o == value)
+        {
+            return fail("is not one of the allowed values");
+        }
+        match &self.kind {
+            Kind::Object {
+                properties,
+                required,
+                closed,
+            } => {
+                let Some(record) = value.as_record() else {
+                    return fail("expected an object");
+                };
+                for name in required {
                     if !record.contains_key(name) {
                         return Err(format!("{path}.{name}: is required"));
                     }
                 }
-            }
-            for (key, item) in record {
-                match properties.and_then(|p| p.get(key)) {
-                    Some(sub) => check(sub, item, &format!("{path}.{key}"))?,
-                    None if schema.get("additionalProperties") == Some(&Json::Bool(false)) => {
-                        return Err(format!("{path}.{key}: is not allowed"));
+                for (key, item) in record {
+                    let sub = properties
+                        .as_ref()
+                        .and_then(|p| p.iter().find(|(k, _)| k == key));
+                    match sub {
+                        Some((_, sub)) => sub.check(item, &Path::Key(path, key))?,
+                        None if *closed => return Err(format!("{path}.{key}: is not allowed")),
+                        None => {}
                     }
-                    None => {}
                 }
+                Ok(())
             }
-            Ok(())
-        }
-        Some("array") => {
-            let Some(items) = value.as_array() else {
-                return fail("expected an array");
-            };
-            if let Some(sub) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    check(sub, item, &format!("{path}[{i}]"))?;
+            Kind::Array { items: sub } => {
+                let Some(items) = value.as_array() else {
+                    return fail("expected an array");
+                };
+                if let Some(sub) = sub {
+                    for (i, item) in items.iter().enumerate() {
+                        sub.check(item, &Path::Index(path, i))?;
+                    }
                 }
+                Ok(())
             }
-            Ok(())
+            Kind::String { min, max } => {
+                let Some(s) = value.as_str() else {
+                    return fail("expected a string");
+                };
+                let len = utf16_len(s) as f64;
+                if min.is_some_and(|m| len < m) {
+                    return fail("is too short");
+                }
+                if max.is_some_and(|m| len > m) {
+                    return fail("is too long");
+                }
+                Ok(())
+            }
+            Kind::Number { integer, min, max } => {
+                let Some(x) = value.as_f64() else {
+                    return fail("expected a number");
+                };
+                if *integer && (x.fract() != 0.0 || x.abs() > 9_007_199_254_740_991.0) {
+                    return fail("expected an integer");
+                }
+                if min.is_some_and(|m| x < m) {
+                    return fail("is too small");
+                }
+                if max.is_some_and(|m| x > m) {
+                    return fail("is too large");
+                }
+                Ok(())
+            }
+            Kind::Boolean if value.as_bool().is_none() => fail("expected a boolean"),
+            Kind::Boolean | Kind::Any => Ok(()),
         }
-        Some("string") => {
-            let Some(s) = value.as_str() else {
-                return fail("expected a string");
-            };
-            let len = utf16_len(s) as f64;
-            if schema
-                .get("minLength")
-                .and_then(Json::as_f64)
-                .is_some_and(|m| len < m)
-            {
-                return fail("is too short");
-            }
-            if schema
-                .get("maxLength")
-                .and_then(Json::as_f64)
-                .is_some_and(|m| len > m)
-            {
-                return fail("is too long");
-            }
-            Ok(())
-        }
-        Some(kind @ ("number" | "integer")) => {
-            let Some(x) = value.as_f64() else {
-                return fail("expected a number");
-            };
-            if kind == "integer" && (x.fract() != 0.0 || x.abs() > 9_007_199_254_740_991.0) {
-                return fail("expected an integer");
-            }
-            if schema
-                .get("minimum")
-                .and_then(Json::as_f64)
-                .is_some_and(|m| x < m)
-            {
-                return fail("is too small");
-            }
-            if schema
-                .get("maximum")
-                .and_then(Json::as_f64)
-                .is_some_and(|m| x > m)
-            {
-                return fail("is too large");
-            }
-            Ok(())
-        }
-        Some("boolean") if value.as_bool().is_none() => fail("expected a boolean"),
-        _ => Ok(()),
     }
 }

@@ -18,7 +18,8 @@ use crate::payload::{ChoicePayload, LinkPayload, QueryPayload};
 use crate::reading::{HostError, QueryReading, WireRefusal};
 use crate::source::{ChatInfo, ReadRequest, UiHost, UiSource};
 use crate::store::{
-    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoredItem, UiQueryState, UiStore,
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoredBlock, StoredItem, UiQueryState,
+    UiStore,
 };
 use crate::table::{CacheEntry, SharedTable};
 
@@ -37,6 +38,81 @@ pub struct UiQueries {
     captures: Mutex<HashMap<(String, String), CaptureOutcome>>,
     freezing: Mutex<HashSet<(String, String)>>,
     choices: tokio::sync::Mutex<()>,
+    arguments: Mutex<ArgumentMemo>,
+}
+
+/// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).
+const MAX_MEMOIZED_ARGUMENTS: usize = 256;
+
+/// The arguments `query_arguments` evaluated for a block revision, query and input, oldest
+/// first. `query_arguments` is a pure function of the block, the query name and the input
+/// (under the service's fixed limits), and a revision names one block content (`host.md`
+/// §2.2), so a remembered result is the result evaluating again would give. Only successes
+/// are kept: a failure may be the copy's or the evaluation's wall-time budget, which a
+/// retry may pass. This keeps a cached `ui.query` answer from evaluating the block again.
+#[derive(Debug, Default)]
+struct ArgumentMemo {
+    args: HashMap<String, Arc<Record>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl ArgumentMemo {
+    fn get(&self, key: &str) -> Option<Arc<Record>> {
+        self.args.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: String, args: Arc<Record>) {
+        if self.args.contains_key(&key) {
+            return;
+        }
+        self.order.push_back(key.clone());
+        self.args.insert(key, args);
+        while self.args.len() > MAX_MEMOIZED_ARGUMENTS {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.args.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+/// A text of `value` in its own key order, with every number by its bits (`-0` and `0`
+/// differ) and every key after its length: equal texts ⇔ identical values, as the argument
+/// memo needs.
+fn exact(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                exact(item, out);
+            }
+            out.push(']');
+        }
+        Value::Record(record) => exact_record(record, out),
+        Value::Number(n) => {
+            out.push('#');
+            push_digits(out, n.get().to_bits(), 16);
+        }
+        scalar => {
+            let _ = scalar.write_js_json(out);
+        }
+    }
+}
+
+/// [`exact`] of a record.
+fn exact_record(record: &Record, out: &mut String) {
+    out.push('{');
+    for (key, item) in record {
+        push_part(out, key);
+        exact(item, out);
+        out.push(',');
+    }
+    out.push('}');
 }
 
 impl std::fmt::Debug for UiQueries {
@@ -71,8 +147,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The JSON text of `value` with every record's keys sorted: equal texts ⇔ structurally
-/// equal values, so it serves as a cache key.
+/// A text of `value` with every record's keys sorted, each after its length: equal texts ⇔
+/// structurally equal values, so it serves as a cache key.
 fn canonical(value: &Value, out: &mut String) {
     match value {
         Value::Array(items) => {
@@ -85,46 +161,73 @@ fn canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        Value::Record(record) => {
-            let mut keys: Vec<&String> = record.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = Value::from(key.as_str()).write_js_json(out);
-                out.push(':');
-                canonical(&record[key], out);
-            }
-            out.push('}');
-        }
+        Value::Record(record) => canonical_record(record, out),
         scalar => {
             let _ = scalar.write_js_json(out);
         }
     }
 }
 
-fn identity_parts(p: &QueryPayload) -> String {
-    [
-        p.chat_id.as_str(),
-        &p.item_id,
-        &p.block_id,
-        &p.revision,
-        &p.query,
-    ]
-    .join("\u{0}")
+/// [`canonical`] of a record.
+fn canonical_record(record: &Record, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = record.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (key, item) in entries {
+        push_part(out, key);
+        canonical(item, out);
+        out.push(',');
+    }
+    out.push('}');
+}
+
+/// Appends `part` after its length, so that the parts of a key never run into each other
+/// (whatever characters they hold) and nothing needs escaping.
+fn push_part(out: &mut String, part: &str) {
+    push_digits(out, part.len() as u64, 10);
+    out.push(':');
+    out.push_str(part);
+}
+
+/// Appends `n` in `radix` (2..=16) without the formatting machinery (keys are built on
+/// every request).
+fn push_digits(out: &mut String, mut n: u64, radix: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 64];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = DIGITS[(n % radix) as usize];
+        n /= radix;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// Appends the parts that name a query of a stored block, after `tag`.
+fn push_identity(out: &mut String, tag: char, p: &QueryPayload) {
+    out.push(tag);
+    for part in [&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query] {
+        push_part(out, part);
+    }
 }
 
 /// The attempt-table name of a query's identity (any arguments).
 fn identity(p: &QueryPayload) -> String {
-    format!("i\u{0}{}", identity_parts(p))
+    let mut k = String::with_capacity(192);
+    push_identity(&mut k, 'i', p);
+    k
 }
 
 /// The cache and attempt-table name of a query with its parsed arguments.
-fn key(p: &QueryPayload, args: &Value) -> String {
-    let mut k = format!("k\u{0}{}\u{0}", identity_parts(p));
-    canonical(args, &mut k);
+fn key(p: &QueryPayload, args: &Record) -> String {
+    let mut k = String::with_capacity(256);
+    push_identity(&mut k, 'k', p);
+    canonical_record(args, &mut k);
     k
 }
 
@@ -198,6 +301,7 @@ impl UiQueries {
             captures: Mutex::new(HashMap::new()),
             freezing: Mutex::new(HashSet::new()),
             choices: tokio::sync::Mutex::new(()),
+            arguments: Mutex::new(ArgumentMemo::default()),
         })
     }
 
@@ -226,6 +330,25 @@ impl UiQueries {
     }
 
     // ---- stored blocks (§6.1 step 1) ----
+
+    /// [`UiQueries::stored_block`] without the rest of the item (`ui.query` and issued
+    /// values need only the block, the flags and the author).
+    async fn admitted_block(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        block_id: &str,
+        revision: &str,
+    ) -> Option<StoredBlock> {
+        let stored = self.store.block(chat_id, item_id, block_id).await?;
+        let block = &stored.block;
+        (stored.assistant
+            && !stored.streaming
+            && !stored.subagent
+            && block.complete
+            && block.revision.as_deref() == Some(revision))
+        .then_some(stored)
+    }
 
     /// The stored item and block when the item is a finished top-level assistant item and
     /// the block is complete with this revision.
@@ -271,6 +394,25 @@ impl UiQueries {
             Ok(v) => v.clone().flatten(),
             Err(_) => None,
         }
+    }
+
+    /// [`UiQueries::access`] for an item just read (`author_chat_id` is its
+    /// `uiQueries.authorChatId`): an item this chat authored whose access
+    /// is granted answers that access without a capture task (§4.2 step 2). Granted access
+    /// is final for the chat and item — a capture in flight stores it last — so this is
+    /// the outcome joining would give; anything else takes the full path.
+    async fn access_of(
+        self: &Arc<Self>,
+        author_chat_id: Option<&str>,
+        chat_id: &str,
+        item_id: &str,
+    ) -> Option<Arc<Value>> {
+        if author_chat_id == Some(chat_id)
+            && let AccessRecord::Granted(access) = self.store.access(chat_id, item_id).await
+        {
+            return Some(access);
+        }
+        self.access(chat_id, item_id).await
     }
 
     /// §4.2 steps 2–3 (the leader of a capture).
@@ -363,8 +505,8 @@ impl UiQueries {
         let refused = |code: Option<HostCode>, reason: &str| {
             QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
         };
-        let Some((_, block)) = self
-            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+        let Some(stored) = self
+            .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
             .await
         else {
             return refused(
@@ -372,6 +514,7 @@ impl UiQueries {
                 "The block changed or is not final.",
             );
         };
+        let block = &stored.block;
         let Some(query) = block
             .queries
             .get(&p.query)
@@ -388,11 +531,14 @@ impl UiQueries {
                 "The query's source is not registered.",
             );
         };
-        let args = match self.arguments(&block, &p.query, &p.values, &*source) {
+        let args = match self.arguments(block, &p.query, &p.values, &*source) {
             Ok(args) => args,
             Err(reason) => return refused(None, &reason),
         };
-        let Some(access) = self.access(&p.chat_id, &p.item_id).await else {
+        let Some(access) = self
+            .access_of(stored.author_chat_id.as_deref(), &p.chat_id, &p.item_id)
+            .await
+        else {
             return refused(
                 Some(HostCode::AccessUnavailable),
                 "The writing chat's access is not available.",
@@ -416,14 +562,44 @@ impl UiQueries {
         name: &str,
         values: &Record,
         source: &dyn UiSource,
-    ) -> Result<Record, String> {
+    ) -> Result<Arc<Record>, String> {
+        let args = self.query_arguments(block, name, values)?;
+        match source.args().parse(&Value::Record(args))? {
+            Value::Record(r) => Ok(r),
+            _ => Err("The parsed arguments are not a record.".to_owned()),
+        }
+    }
+
+    /// §6.1 steps 4–5 (`uiQueryArguments`), remembered per block revision, query and
+    /// input ([`ArgumentMemo`]).
+    fn query_arguments(
+        &self,
+        block: &Block,
+        name: &str,
+        values: &Record,
+    ) -> Result<Arc<Record>, String> {
+        let memo_key = block.revision.as_deref().map(|revision| {
+            let mut k = String::with_capacity(192);
+            for part in [revision, &block.id, name] {
+                push_part(&mut k, part);
+            }
+            exact_record(values, &mut k);
+            k
+        });
+        if let Some(args) = memo_key
+            .as_deref()
+            .and_then(|k| lock(&self.arguments).get(k))
+        {
+            return Ok(args);
+        }
         let clock = SystemClock::new();
         let args = query_arguments(block, name, values, self.ui_limits, &clock)
             .map_err(|f| f.message.to_string())?;
-        match source.args().parse(&Value::record(args))? {
-            Value::Record(r) => Ok(Arc::unwrap_or_clone(r)),
-            _ => Err("The parsed arguments are not a record.".to_owned()),
+        let args = Arc::new(args);
+        if let Some(k) = memo_key {
+            lock(&self.arguments).insert(k, Arc::clone(&args));
         }
+        Ok(args)
     }
 
     /// §6.2 steps 9–18.
@@ -433,10 +609,9 @@ impl UiQueries {
         source: Arc<dyn UiSource>,
         info: Arc<ChatInfo>,
         access: Arc<Value>,
-        args: Record,
+        args: Arc<Record>,
     ) -> QueryReading {
-        let args_value = Value::record(args.clone());
-        let key = key(p, &args_value);
+        let key = key(p, &args);
         let identity = identity(p);
         let admit = {
             let mut t = self.table.lock();
@@ -491,7 +666,7 @@ impl UiQueries {
                 let this = Arc::clone(self);
                 let request = ReadRequest {
                     info,
-                    args,
+                    args: Arc::unwrap_or_clone(args),
                     access,
                     cancel: CancellationToken::new(),
                 };
@@ -647,7 +822,7 @@ impl UiQueries {
             let Some(read_id) = reads.get(name) else {
                 return Err(stale());
             };
-            let current = key(&p, &Value::record(args.clone()));
+            let current = key(&p, &args);
             let cached = {
                 let t = self.table.lock();
                 t.cache
@@ -676,9 +851,9 @@ impl UiQueries {
     async fn admit_for_values(
         &self,
         p: &QueryPayload,
-    ) -> Result<(Arc<dyn UiSource>, Record), WireRefusal> {
-        let Some((_, block)) = self
-            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+    ) -> Result<(Arc<dyn UiSource>, Arc<Record>), WireRefusal> {
+        let Some(StoredBlock { block, .. }) = self
+            .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
             .await
         else {
             return Err(WireRefusal::new(
@@ -720,7 +895,7 @@ impl UiQueries {
         name: &str,
         read_id: &str,
         p: &QueryPayload,
-        args: &Record,
+        args: &Arc<Record>,
     ) -> Option<QueryReading> {
         let frozen = item.ui_queries.as_ref()?.blocks.get(&block.id)?;
         if Some(frozen.revision.as_str()) != block.revision.as_deref() {
@@ -734,7 +909,7 @@ impl UiQueries {
         let defaults = self
             .arguments(block, &p.query, &Record::new(), &**source)
             .ok()?;
-        (Value::record(defaults) == Value::record(args.clone())).then(|| reading.clone())
+        (Value::Record(defaults) == Value::Record(Arc::clone(args))).then(|| reading.clone())
     }
 
     // ---- ui.link (§13.3) ----

@@ -115,6 +115,38 @@ pub struct StoredItem {
     pub answers: IndexMap<String, ChoiceAnswer>,
 }
 
+/// One block of an assistant item with what admitting a read needs of the item
+/// (`host.md` §6.1 step 1, §4.2 step 2) — without the item's text, frozen readings and
+/// answers, which every `ui.query` would otherwise copy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredBlock {
+    /// Whether the item is the assistant's.
+    pub assistant: bool,
+    /// Whether the reply still streams.
+    pub streaming: bool,
+    /// Whether the item is a subagent's text (it has a `parentToolUseId`).
+    pub subagent: bool,
+    /// The chat that wrote (and captured for) the item (`uiQueries.authorChatId`), once
+    /// captured.
+    pub author_chat_id: Option<String>,
+    /// The block.
+    pub block: Arc<Block>,
+}
+
+impl StoredBlock {
+    /// The block `block_id` of `item`, if the item has it.
+    pub fn of(item: &StoredItem, block_id: &str) -> Option<Self> {
+        let block = item.blocks.iter().find(|b| b.id == block_id)?;
+        Some(StoredBlock {
+            assistant: item.assistant,
+            streaming: item.streaming,
+            subagent: item.parent_tool_use_id.is_some(),
+            author_chat_id: item.ui_queries.as_ref().map(|q| q.author_chat_id.clone()),
+            block: Arc::clone(block),
+        })
+    }
+}
+
 /// The captured access of an item as stored (`host.md` §4.5).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum AccessRecord {
@@ -145,6 +177,13 @@ pub trait UiStore: Send + Sync + 'static {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo>;
     /// The item `item_id` of the chat.
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem>;
+    /// The block `block_id` of the item `item_id` with the item's flags and author. Every
+    /// `ui.query` asks for it; the provided method reads the whole item, a store should
+    /// answer without copying the item's text, frozen readings and answers.
+    async fn block(&self, chat_id: &str, item_id: &str, block_id: &str) -> Option<StoredBlock> {
+        let item = self.item(chat_id, item_id).await?;
+        StoredBlock::of(&item, block_id)
+    }
     /// Whether a top-level assistant item newer than `item_id` exists.
     async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool;
     /// The item's captured access.
@@ -240,6 +279,10 @@ impl UiStore for MemoryStore {
 
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
         self.with(|chats| chats.get(chat_id)?.items.get(item_id).cloned())
+    }
+
+    async fn block(&self, chat_id: &str, item_id: &str, block_id: &str) -> Option<StoredBlock> {
+        self.with(|chats| StoredBlock::of(chats.get(chat_id)?.items.get(item_id)?, block_id))
     }
 
     async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {

@@ -1,10 +1,10 @@
 //! The admission table (`host.md` §7): cache, newest reading per key, in-flight reads,
 //! attempts and read slots, all behind one lock so that steps 9–13 of §6.2 are atomic.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use indexmap::IndexMap;
 use tokio::sync::watch;
 
 use crate::reading::QueryReading;
@@ -20,15 +20,73 @@ pub(crate) struct CacheEntry {
 /// The pending outcome of an in-flight read: `None` until it settles.
 pub(crate) type Pending = watch::Receiver<Option<QueryReading>>;
 
+/// Entries in insertion order: lookups by name and eviction of the oldest entry in
+/// constant time. (`IndexMap::shift_remove_index(0)` moves every later entry; at 128 cache
+/// entries that was a third of a fresh read's instructions.) An updated entry keeps its
+/// first position, as upstream's attempt table.
+#[derive(Debug)]
+pub(crate) struct Fifo<V> {
+    map: HashMap<String, V>,
+    /// Names oldest first; a name removed by [`Fifo::retain`] leaves with it.
+    order: VecDeque<String>,
+}
+
+impl<V> Default for Fifo<V> {
+    fn default() -> Self {
+        Fifo {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<V> Fifo<V> {
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&V> {
+        self.map.get(name)
+    }
+
+    /// Inserts `value` under `name`, or updates it in place.
+    pub(crate) fn insert(&mut self, name: String, value: V) {
+        match self.map.entry(name) {
+            Entry::Occupied(mut e) => {
+                e.insert(value);
+            }
+            Entry::Vacant(e) => {
+                self.order.push_back(e.key().clone());
+                e.insert(value);
+            }
+        }
+    }
+
+    /// Removes the oldest entry.
+    pub(crate) fn pop_oldest(&mut self) -> Option<(String, V)> {
+        let name = self.order.pop_front()?;
+        let value = self.map.remove(&name);
+        debug_assert!(value.is_some(), "the order names only live entries");
+        value.map(|v| (name, v))
+    }
+
+    /// Keeps the entries `keep` accepts.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&String, &V) -> bool) {
+        self.map.retain(|name, value| keep(name, value));
+        let map = &self.map;
+        self.order.retain(|name| map.contains_key(name));
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct ReadTable {
     /// Fresh readings by read id, in insertion order (the oldest is evicted first).
-    pub(crate) cache: IndexMap<String, CacheEntry>,
+    pub(crate) cache: Fifo<CacheEntry>,
     /// The read id of the newest fresh reading per key.
     pub(crate) newest: HashMap<String, String>,
     pub(crate) inflight: HashMap<String, Pending>,
     /// Last started read per key and per identity (two namespaces, one table).
-    pub(crate) attempts: IndexMap<String, u64>,
+    pub(crate) attempts: Fifo<u64>,
     pub(crate) chat_slots: HashMap<String, usize>,
     pub(crate) slots: usize,
 }
@@ -39,10 +97,13 @@ impl ReadTable {
         self.newest.insert(entry.key.clone(), read_id.clone());
         self.cache.insert(read_id, entry);
         while self.cache.len() > capacity {
-            if let Some((id, old)) = self.cache.shift_remove_index(0)
-                && self.newest.get(&old.key) == Some(&id)
-            {
-                self.newest.remove(&old.key);
+            match self.cache.pop_oldest() {
+                Some((id, old)) => {
+                    if self.newest.get(&old.key) == Some(&id) {
+                        self.newest.remove(&old.key);
+                    }
+                }
+                None => break,
             }
         }
     }
@@ -52,25 +113,24 @@ impl ReadTable {
         // An updated entry keeps its first position, as upstream.
         self.attempts.insert(name, now);
         while self.attempts.len() > capacity {
-            self.attempts.shift_remove_index(0);
+            if self.attempts.pop_oldest().is_none() {
+                break;
+            }
         }
     }
 
     /// Drops every cached reading of `chat_id`.
     pub(crate) fn forget(&mut self, chat_id: &str) {
-        let gone: Vec<String> = self
-            .cache
-            .iter()
-            .filter(|(_, e)| e.chat_id == chat_id)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in gone {
-            if let Some(entry) = self.cache.shift_remove(&id)
-                && self.newest.get(&entry.key) == Some(&id)
-            {
-                self.newest.remove(&entry.key);
+        let newest = &mut self.newest;
+        self.cache.retain(|id, entry| {
+            if entry.chat_id != chat_id {
+                return true;
             }
-        }
+            if newest.get(&entry.key) == Some(id) {
+                newest.remove(&entry.key);
+            }
+            false
+        });
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use ui_compiler::{CompileOptions, UiCompiler};
-use ui_core::{FrozenClock, Value};
+use ui_compiler::{Block, CompileOptions, QuerySchemas, UiCompiler};
+use ui_core::{FrozenClock, Record, Value};
 use ui_host::{
     ChatInfo, FnSource, HostError, LinkResolver, MemoryStore, QueryPayload, SourceRegistry,
     StoredItem, TokioClock, UiHost, UiQueries, UiRefusal, block_revision,
@@ -26,10 +26,40 @@ pub struct Knobs {
     pub ended: AtomicUsize,
     /// Milliseconds each read takes.
     pub delay_ms: AtomicUsize,
-    /// 0 ok, 1 fail, 2 refuse, 3 deny in authorize.
+    /// 0 ok, 1 fail, 2 refuse, 3 deny in authorize, 4 wait for the cancellation token
+    /// (then fail), 5 deny in authorize with a plain error.
     pub mode: AtomicUsize,
     /// Length of the string in the result (0: a small record).
     pub result_len: AtomicUsize,
+    /// The message of a failing `read` or `authorize` (empty: the default message).
+    pub message: std::sync::Mutex<String>,
+    /// Reads that saw their cancellation token fire.
+    pub cancelled: AtomicUsize,
+    /// The access each read received, in order.
+    pub accesses: std::sync::Mutex<Vec<Value>>,
+    /// The arguments each read received, in order.
+    pub args: std::sync::Mutex<Vec<Record>>,
+    /// `capture` calls, with the chat id of the info each received.
+    pub captured_for: std::sync::Mutex<Vec<String>>,
+    /// Milliseconds each `capture` takes.
+    pub capture_delay_ms: AtomicUsize,
+}
+
+impl Knobs {
+    /// The failure message a test set, or `default`.
+    pub fn message_or(&self, default: &str) -> String {
+        let m = self.message.lock().unwrap();
+        if m.is_empty() {
+            default.to_owned()
+        } else {
+            m.clone()
+        }
+    }
+
+    /// How many times `capture` ran.
+    pub fn captures(&self) -> usize {
+        self.captured_for.lock().unwrap().len()
+    }
 }
 
 pub struct TestHost {
@@ -41,6 +71,15 @@ pub struct TestHost {
 
 impl TestHost {
     pub fn new() -> Arc<Self> {
+        Arc::new(Self::build(true))
+    }
+
+    /// A host that resolves no links.
+    pub fn without_links() -> Arc<Self> {
+        Arc::new(Self::build(false))
+    }
+
+    pub fn build(links: bool) -> Self {
         let knobs = Arc::new(Knobs::default());
         let mut sources = SourceRegistry::new();
         let k = Arc::clone(&knobs);
@@ -55,17 +94,26 @@ impl TestHost {
                 let k = Arc::clone(&read_knobs);
                 async move {
                     k.reads.fetch_add(1, Ordering::SeqCst);
+                    k.accesses.lock().unwrap().push((*request.access).clone());
+                    k.args.lock().unwrap().push(request.args.clone());
+                    if k.mode.load(Ordering::SeqCst) == 4 {
+                        request.cancel.cancelled().await;
+                        k.cancelled.fetch_add(1, Ordering::SeqCst);
+                        return Err(HostError::message("cancelled"));
+                    }
                     let delay = k.delay_ms.load(Ordering::SeqCst) as u64;
                     if delay > 0 {
                         tokio::time::sleep(Duration::from_millis(delay)).await;
                     }
                     k.ended.fetch_add(1, Ordering::SeqCst);
                     match k.mode.load(Ordering::SeqCst) {
-                        1 => return Err(HostError::message("the CI server is down")),
+                        1 => return Err(HostError::message(k.message_or("the CI server is down"))),
                         2 => {
-                            return Err(
-                                UiRefusal::new("outside-project", "not your project").into()
-                            );
+                            return Err(UiRefusal::new(
+                                "outside-project",
+                                k.message_or("not your project"),
+                            )
+                            .into());
                         }
                         _ => {}
                     }
@@ -92,25 +140,35 @@ impl TestHost {
         .with_authorize(move |_, _, _| {
             let k = Arc::clone(&k);
             async move {
-                if k.mode.load(Ordering::SeqCst) == 3 {
-                    return Err(UiRefusal::new("outside-project", "revoked").into());
+                match k.mode.load(Ordering::SeqCst) {
+                    3 => Err(UiRefusal::new("outside-project", k.message_or("revoked")).into()),
+                    5 => Err(HostError::message(k.message_or("no rights"))),
+                    _ => Ok(()),
                 }
-                Ok(())
             }
         });
         sources.register("ci.runs", source);
-        Arc::new(TestHost {
+        TestHost {
             sources,
             knobs,
             capture: std::sync::Mutex::new(Ok(json!({"projects": ["web"]}))),
-            links: true,
-        })
+            links,
+        }
     }
 }
 
 #[async_trait]
 impl UiHost for TestHost {
-    async fn capture(&self, _info: &ChatInfo) -> Result<Value, HostError> {
+    async fn capture(&self, info: &ChatInfo) -> Result<Value, HostError> {
+        self.knobs
+            .captured_for
+            .lock()
+            .unwrap()
+            .push(info.chat_id.clone());
+        let delay = self.knobs.capture_delay_ms.load(Ordering::SeqCst) as u64;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
         self.capture
             .lock()
             .unwrap()
@@ -135,10 +193,26 @@ impl LinkResolver for TestHost {
         _access: &Value,
         target: &LinkTarget,
     ) -> Result<serde_json::Value, HostError> {
-        match target {
-            LinkTarget::File { path, .. } if path.starts_with("secret") => {
-                Err(UiRefusal::new("outside-project", "not yours").into())
+        // The path's first segment picks the answer.
+        let path = match target {
+            LinkTarget::File { path, .. } | LinkTarget::Diff { path } => path.as_str(),
+            _ => "",
+        };
+        match path.split('/').next().unwrap_or_default() {
+            "secret" => {
+                Err(UiRefusal::new("outside-project", self.knobs.message_or("not yours")).into())
             }
+            "offline" => Err(HostError::message(
+                self.knobs.message_or("the repository is offline"),
+            )),
+            "chipless" => Ok(json!({"state": "chip", "label": "no target"})),
+            "badsha" => Ok(json!({"state": "chip", "target": {"type": "Commit", "sha": "xyz"}})),
+            "gone" => Ok(json!({
+                "state": "plain", "code": "target-unavailable", "reason": "deleted", "extra": 1
+            })),
+            "extra" => Ok(json!({
+                "state": "chip", "target": target, "label": "ok", "unknown": {"a": 1}
+            })),
             _ => Ok(json!({"state": "chip", "target": target, "label": "ok"})),
         }
     }
@@ -181,23 +255,18 @@ impl World {
     /// Compiles `text` as a final reply with the host's schemas and stores it as item
     /// `item` of `chat`, with revisions. Returns the block ids and revisions.
     pub fn put_reply(&self, chat: &str, item: &str, text: &str) -> Vec<(String, String)> {
-        let clock = FrozenClock(0.0);
-        let options = CompileOptions {
-            id: item.to_owned(),
-            is_final: true,
-            query_schemas: Some(&self.host.sources),
-            clock: Some(&clock),
-            ..CompileOptions::default()
-        };
-        let blocks: Vec<Arc<ui_compiler::Block>> = UiCompiler::new()
-            .compile(text, &options)
-            .into_iter()
-            .map(|b| {
-                let mut b = (*b).clone();
-                b.revision = Some(block_revision(&b));
-                Arc::new(b)
-            })
-            .collect();
+        self.put_reply_with(chat, item, text, &self.host.sources)
+    }
+
+    /// [`World::put_reply`] compiled against other query schemas.
+    pub fn put_reply_with(
+        &self,
+        chat: &str,
+        item: &str,
+        text: &str,
+        schemas: &dyn QuerySchemas,
+    ) -> Vec<(String, String)> {
+        let blocks = compile_final(item, text, schemas);
         let ids = blocks
             .iter()
             .map(|b| (b.id.clone(), b.revision.clone().unwrap()))
@@ -212,6 +281,18 @@ impl World {
                 ..StoredItem::default()
             },
         );
+        ids
+    }
+
+    /// The ids of the compiled nodes of `kind` in the first block of an item.
+    pub fn node_ids(&self, chat: &str, item: &str, kind: &str) -> Vec<String> {
+        let item = self.store.item_now(chat, item);
+        let mut ids = Vec::new();
+        item.blocks[0].walk(&mut |n| {
+            if n.kind == kind {
+                ids.push(n.id.clone());
+            }
+        });
         ids
     }
 
@@ -237,10 +318,111 @@ impl World {
     }
 }
 
+/// Compiles `text` as the final reply `item` against `schemas`, with revisions.
+pub fn compile_final(item: &str, text: &str, schemas: &dyn QuerySchemas) -> Vec<Arc<Block>> {
+    let clock = FrozenClock(0.0);
+    let options = CompileOptions {
+        id: item.to_owned(),
+        is_final: true,
+        query_schemas: Some(schemas),
+        clock: Some(&clock),
+        ..CompileOptions::default()
+    };
+    UiCompiler::new()
+        .compile(text, &options)
+        .into_iter()
+        .map(|b| {
+            let mut b = (*b).clone();
+            b.revision = Some(block_revision(&b));
+            Arc::new(b)
+        })
+        .collect()
+}
+
+/// A record from JSON text.
+pub fn record(json: &str) -> Record {
+    Value::from_json_str(json)
+        .unwrap()
+        .as_record()
+        .unwrap()
+        .clone()
+}
+
+/// Lets spawned tasks (captures, freezes, reads without delay) run to their next timer.
+pub async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}
+
 pub fn set(knob: &AtomicUsize, value: usize) {
     knob.store(value, Ordering::SeqCst);
 }
 
 pub async fn advance(ms: u64) {
     tokio::time::advance(Duration::from_millis(ms)).await;
+}
+
+/// A host with the given sources, a fixed captured access and no links.
+pub struct SimpleHost(pub SourceRegistry);
+
+#[async_trait]
+impl UiHost for SimpleHost {
+    async fn capture(&self, _info: &ChatInfo) -> Result<Value, HostError> {
+        Ok(Value::from(&json!({"projects": ["web"]})))
+    }
+
+    fn sources(&self) -> &SourceRegistry {
+        &self.0
+    }
+}
+
+/// A service for a [`SimpleHost`] over a fresh store with chat `c1`.
+pub fn simple_service(
+    sources: SourceRegistry,
+) -> (Arc<SimpleHost>, Arc<MemoryStore>, Arc<UiQueries>) {
+    let host = Arc::new(SimpleHost(sources));
+    let store = Arc::new(MemoryStore::new());
+    store.put_chat(ChatInfo {
+        chat_id: "c1".to_owned(),
+        data: Value::Null,
+    });
+    let service = UiQueries::new(
+        host.clone(),
+        store.clone(),
+        Arc::new(TokioClock::starting_at(1_000_000)),
+    );
+    (host, store, service)
+}
+
+/// Stores `blocks` as the final assistant item `item` of `chat`.
+pub fn put_blocks(
+    store: &MemoryStore,
+    chat: &str,
+    item: &str,
+    text: &str,
+    blocks: Vec<Arc<Block>>,
+) {
+    store.put_item(
+        chat,
+        StoredItem {
+            id: item.to_owned(),
+            assistant: true,
+            text: text.to_owned(),
+            blocks,
+            ..StoredItem::default()
+        },
+    );
+}
+
+/// A payload for the first block of `blocks`.
+pub fn payload_for(chat: &str, item: &str, block: &Block, query: &str) -> QueryPayload {
+    QueryPayload {
+        chat_id: chat.to_owned(),
+        item_id: item.to_owned(),
+        block_id: block.id.clone(),
+        revision: block.revision.clone().unwrap_or_default(),
+        query: query.to_owned(),
+        values: Record::new(),
+    }
 }

@@ -194,6 +194,7 @@ fn setup() -> Setup {
         revision: block.revision.clone().expect("set above"),
         query: "$runs".to_owned(),
         values,
+        seen: None,
     };
     Setup {
         runtime,

@@ -91,7 +91,7 @@
 //! let service = UiQueries::new(host, store, Arc::new(TokioClock::new()));
 //! let reading = service.query(&QueryPayload {
 //!     chat_id: "chat-1".into(), item_id: "item-1".into(), block_id, revision,
-//!     query: "$runs".into(), values: Record::new(),
+//!     query: "$runs".into(), values: Record::new(), seen: None,
 //! }).await;
 //! assert_eq!(reading.state, ReadingState::Fresh);
 //! assert_eq!(reading.value.unwrap().to_js_json(), r#"[{"name":"main #1"}]"#);
@@ -102,6 +102,7 @@
 //! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
 //! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else.
 
+mod changes;
 mod clock;
 mod payload;
 mod reading;
@@ -111,9 +112,10 @@ mod source;
 mod store;
 mod table;
 
+pub use changes::{ChangeFeed, ChangeIndex, ChangeScope};
 pub use clock::{HostClock, Sleep, TokioClock};
 pub use payload::{ChoicePayload, LinkPayload, QueryPayload};
-pub use reading::{HostError, QueryReading, ReadingState, UiRefusal, WireRefusal};
+pub use reading::{HostError, QueryReading, ReadingState, ReadingSync, UiRefusal, WireRefusal};
 pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
 pub use service::{IssueRequest, ServiceStats, UiQueries};
 pub use source::{

@@ -46,6 +46,10 @@ pub struct QueryPayload {
     /// The input values on screen.
     #[serde(default)]
     pub values: Record,
+    /// The cursor (`<epoch>.<seq>`) of the change that made the page ask, for a
+    /// change-driven request (`sync.md` §8.3); absent on a cadence read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
 }
 
 /// `ui.link`: resolve one link node of a stored block.

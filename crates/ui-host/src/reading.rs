@@ -37,6 +37,33 @@ pub struct QueryReading {
     /// Why the reading failed or was refused, for people (≤ 240 UTF-16 units).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How the reading follows change events, for a source with a change feed
+    /// (`sync.md` §8.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<ReadingSync>,
+    /// The seq of the newest change the reading does not reflect yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_by: Option<u64>,
+    /// When the page may ask again for this change, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+/// The change-feed position of a reading (`sync.md` §8.3): the log head the host had seen
+/// just before it started the read, and the opaque tokens the reading depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadingSync {
+    /// The log incarnation.
+    pub epoch: String,
+    /// The reading's version: the head seq just before the read started.
+    pub version: u64,
+    /// The scope token (hex).
+    pub scope: String,
+    /// The key tokens (hex); empty = the whole scope.
+    pub keys: Vec<String>,
+    /// `"partial"` or `"complete"`.
+    pub feed: String,
 }
 
 /// Cuts a reason to the host's limit in UTF-16 units; an empty one gets a generic sentence.
@@ -58,6 +85,9 @@ impl QueryReading {
             read_at,
             code: None,
             reason: None,
+            sync: None,
+            stale_by: None,
+            retry_after_ms: None,
         }
     }
 
@@ -70,6 +100,9 @@ impl QueryReading {
             read_at,
             code: code.map(str::to_owned),
             reason: Some(reason_text(reason)),
+            sync: None,
+            stale_by: None,
+            retry_after_ms: None,
         }
     }
 

@@ -9,19 +9,22 @@ use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, has_fence, may_reference_host, query_arguments, resolve_choice};
 use ui_core::text::truncate_utf16;
 use ui_core::{
-    Budget, HostCode, HostLimits, Record, SystemClock, UiHostLimits, UiLimits, Value, WireCode,
+    Budget, HostCode, HostLimits, Record, SyncLimits, SystemClock, UiHostLimits, UiLimits, Value,
+    WireCode,
 };
 use ui_links::{LinkResolution, link_targets};
 
+use crate::changes::{ChangeIndex, ChangeScope};
 use crate::clock::HostClock;
 use crate::payload::{ChoicePayload, LinkPayload, QueryPayload};
+use crate::reading::ReadingSync;
 use crate::reading::{HostError, QueryReading, WireRefusal};
 use crate::source::{ChatInfo, ReadRequest, UiHost, UiSource};
 use crate::store::{
     AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoredBlock, StoredItem, UiQueryState,
     UiStore,
 };
-use crate::table::{CacheEntry, SharedTable};
+use crate::table::{CacheEntry, InFlight, SharedTable};
 
 /// The live-query service of one host: reads registered sources for stored blocks with the
 /// writing chat's captured access, caches and bounds the reads, resolves links, issues the
@@ -39,6 +42,8 @@ pub struct UiQueries {
     freezing: Mutex<HashSet<(String, String)>>,
     choices: tokio::sync::Mutex<()>,
     arguments: Mutex<ArgumentMemo>,
+    changes: std::sync::OnceLock<Arc<dyn ChangeIndex>>,
+    sync_limits: SyncLimits,
 }
 
 /// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).
@@ -257,11 +262,34 @@ pub struct IssueRequest<'a> {
 enum Admit {
     Answer(QueryReading),
     Wait(crate::table::Pending),
+    /// A read in flight started before the newest change: wait, then decide again.
+    WaitThenRetry(crate::table::Pending),
+    /// A change-driven request found no free slot (with the cached reading, if any).
+    NoSlot(Option<QueryReading>),
     Start(
         crate::table::SlotGuard,
         watch::Sender<Option<QueryReading>>,
         crate::table::Pending,
+        u64,
     ),
+}
+
+/// How often a change-driven request looks for a free slot while it waits (ms).
+const SLOT_POLL_MS: u64 = 50;
+
+/// A feed source's reading: its tokens and whether the feed is complete.
+#[derive(Debug, Clone)]
+struct Feed {
+    scope: ChangeScope,
+    complete: bool,
+}
+
+fn busy(now: u64) -> QueryReading {
+    QueryReading::failed(
+        now,
+        Some(HostCode::Busy.as_str()),
+        "Too many reads are running; try again shortly.",
+    )
 }
 
 impl UiQueries {
@@ -302,7 +330,17 @@ impl UiQueries {
             freezing: Mutex::new(HashSet::new()),
             choices: tokio::sync::Mutex::new(()),
             arguments: Mutex::new(ArgumentMemo::default()),
+            changes: std::sync::OnceLock::new(),
+            sync_limits: SyncLimits::DEFAULT,
         })
+    }
+
+    /// Lets readings of sources with a change feed follow the change log (`sync.md` §8):
+    /// readings carry `sync`, a newer change allows a re-read 1 s after the previous one,
+    /// and change-driven requests (with `seen`) get the cached reading with `staleBy` and
+    /// `retryAfterMs` instead of `refresh-limit`. Only the first index attached counts.
+    pub fn attach_changes(&self, index: Arc<dyn ChangeIndex>) {
+        let _ = self.changes.set(index);
     }
 
     /// The host this service serves.
@@ -551,7 +589,19 @@ impl UiQueries {
         if let Err(e) = source.authorize(&info, &access, &args).await {
             return refused(None, "").with_host_error(&e);
         }
-        self.serve(p, source, info, access, args).await
+        let feed = source
+            .changes()
+            .zip(self.changes.get())
+            .and_then(|(changes, index)| {
+                let audience = changes.audience(&args, &access)?;
+                let keys = changes.keys(&args);
+                let scope = index.scope(&query.source, &audience, &keys)?;
+                Some(Feed {
+                    scope,
+                    complete: changes.complete(),
+                })
+            });
+        self.serve(p, source, info, access, args, feed).await
     }
 
     /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
@@ -602,7 +652,7 @@ impl UiQueries {
         Ok(args)
     }
 
-    /// §6.2 steps 9–18.
+    /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
     async fn serve(
         self: &Arc<Self>,
         p: &QueryPayload,
@@ -610,87 +660,205 @@ impl UiQueries {
         info: Arc<ChatInfo>,
         access: Arc<Value>,
         args: Arc<Record>,
+        feed: Option<Feed>,
     ) -> QueryReading {
         let key = key(p, &args);
         let identity = identity(p);
-        let admit = {
-            let mut t = self.table.lock();
-            let now = self.clock.now_ms();
-            let window = self.ui_host_limits.refresh_milliseconds();
-            let cached = t
-                .newest
-                .get(&key)
-                .and_then(|id| t.cache.get(id))
-                .filter(|e| now.saturating_sub(e.reading.read_at) < window)
-                .map(|e| e.reading.clone());
-            if let Some(reading) = cached {
-                Admit::Answer(reading)
-            } else if let Some(pending) = t.inflight.get(&key) {
-                Admit::Wait(pending.clone())
-            } else if t
-                .attempts
-                .get(&key)
-                .is_some_and(|&at| now.saturating_sub(at) < window)
-                || t.attempts
-                    .get(&identity)
-                    .is_some_and(|&at| now.saturating_sub(at) < self.limits.read_gap())
-            {
-                Admit::Answer(QueryReading::failed(
-                    now,
-                    Some(HostCode::RefreshLimit.as_str()),
-                    "This query was read moments ago; try again shortly.",
-                ))
-            } else if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
-                >= self.limits.chat_read_slots() as usize
-                || t.slots >= self.limits.read_slots() as usize
-            {
-                Admit::Answer(QueryReading::failed(
-                    now,
-                    Some(HostCode::Busy.as_str()),
-                    "Too many reads are running; try again shortly.",
-                ))
-            } else {
-                let capacity = self.limits.attempt_entries() as usize;
-                t.attempt(key.clone(), now, capacity);
-                t.attempt(identity, now, capacity);
-                let guard = self.table.occupy(&mut t, &p.chat_id);
-                let (tx, rx) = watch::channel(None);
-                t.inflight.insert(key.clone(), rx.clone());
-                Admit::Start(guard, tx, rx)
-            }
-        };
-        let pending = match admit {
-            Admit::Answer(reading) => return reading,
-            Admit::Wait(pending) => pending,
-            Admit::Start(guard, tx, rx) => {
-                let this = Arc::clone(self);
-                let request = ReadRequest {
-                    info,
-                    args: Arc::unwrap_or_clone(args),
-                    access,
-                    cancel: CancellationToken::new(),
-                };
-                let chat_id = p.chat_id.clone();
-                tokio::spawn(async move {
-                    let reading = this.drive(source, request, guard).await;
-                    {
-                        let mut t = this.table.lock();
-                        t.inflight.remove(&key);
-                        if let Some(read_id) = reading.read_id.clone() {
-                            let entry = CacheEntry {
-                                key,
-                                chat_id,
-                                reading: reading.clone(),
-                            };
-                            t.insert(read_id, entry, this.limits.cache_entries() as usize);
-                        }
+        // A change-driven request: the seq that made the page ask (this epoch only).
+        let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
+            let (epoch, seq) = s.split_once('.')?;
+            let index = self.changes.get()?;
+            (epoch == index.epoch())
+                .then(|| seq.parse::<u64>().ok())
+                .flatten()
+        });
+        if let (Some(seen), Some(index)) = (seen, self.changes.get())
+            && seen > index.head()
+        {
+            index
+                .catch_up_to(seen, self.sync_limits.seen_catch_up())
+                .await;
+        }
+        let slot_deadline = self.clock.now_ms() + self.sync_limits.slot_wait();
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let rel = match (&feed, self.changes.get()) {
+                (Some(f), Some(index)) => index.relevant(&f.scope).max(seen.unwrap_or(0)),
+                _ => 0,
+            };
+            let admit = self.admit(p, &key, &identity, feed.as_ref(), rel, seen.is_some());
+            match admit {
+                Admit::Answer(reading) => return reading,
+                Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await,
+                Admit::WaitThenRetry(pending) => {
+                    let _ = wait(pending, self.clock.now_ms()).await;
+                    if rounds < 3 {
+                        continue;
                     }
-                    let _ = tx.send(Some(reading));
-                });
-                rx
+                }
+                Admit::NoSlot(cached) => {
+                    // A change-driven request waits up to the slot wait for a slot.
+                    let now = self.clock.now_ms();
+                    if now < slot_deadline && rounds < 1_000 {
+                        self.clock
+                            .sleep(SLOT_POLL_MS.min(slot_deadline - now))
+                            .await;
+                        continue;
+                    }
+                    return match cached {
+                        Some(mut reading) => {
+                            reading.stale_by = Some(rel);
+                            reading.retry_after_ms = Some(self.sync_limits.change_gap());
+                            reading
+                        }
+                        None => busy(now),
+                    };
+                }
+                Admit::Start(guard, tx, rx, version) => {
+                    let this = Arc::clone(self);
+                    let request = ReadRequest {
+                        info,
+                        args: Arc::unwrap_or_clone(args),
+                        access,
+                        cancel: CancellationToken::new(),
+                    };
+                    let chat_id = p.chat_id.clone();
+                    let started = self.clock.now_ms();
+                    let sync =
+                        feed.as_ref()
+                            .zip(self.changes.get())
+                            .map(|(f, index)| ReadingSync {
+                                epoch: index.epoch(),
+                                version,
+                                scope: f.scope.scope.clone(),
+                                keys: f.scope.keys.clone(),
+                                feed: if f.complete { "complete" } else { "partial" }.to_owned(),
+                            });
+                    tokio::spawn(async move {
+                        let mut reading = this.drive(source, request, guard).await;
+                        reading.sync = sync;
+                        {
+                            let mut t = this.table.lock();
+                            t.inflight.remove(&key);
+                            if let Some(read_id) = reading.read_id.clone() {
+                                let entry = CacheEntry {
+                                    key,
+                                    chat_id,
+                                    reading: reading.clone(),
+                                    version,
+                                    started,
+                                };
+                                t.insert(read_id, entry, this.limits.cache_entries() as usize);
+                            }
+                        }
+                        let _ = tx.send(Some(reading));
+                    });
+                    return wait(rx, self.clock.now_ms()).await;
+                }
             }
+        }
+    }
+
+    /// Steps 9–13 under the table lock: answer from the cache, join a read in flight,
+    /// refuse by the attempt windows or the slots, or start a read. `rel` is the newest
+    /// relevant change for a feed source (0 otherwise); `change_driven` marks a request
+    /// carrying `seen`.
+    fn admit(
+        &self,
+        p: &QueryPayload,
+        key: &str,
+        identity: &str,
+        feed: Option<&Feed>,
+        rel: u64,
+        change_driven: bool,
+    ) -> Admit {
+        let mut t = self.table.lock();
+        let now = self.clock.now_ms();
+        let window = self.ui_host_limits.refresh_milliseconds();
+        let gap = self.sync_limits.change_gap();
+        let entry = t
+            .newest
+            .get(key)
+            .and_then(|id| t.cache.get(id))
+            .map(|e| (e.reading.clone(), e.version, e.started));
+        // A newer change than the cached reading reflects (feed sources only).
+        let changed = feed.is_some() && entry.as_ref().is_some_and(|(_, v, _)| rel > *v);
+        if let Some(flight) = t.inflight.get(key) {
+            if feed.is_none() || flight.version >= rel {
+                return Admit::Wait(flight.pending.clone());
+            }
+            return Admit::WaitThenRetry(flight.pending.clone());
+        }
+        if let Some((reading, _, started)) = &entry {
+            let fresh_window = now.saturating_sub(reading.read_at) < window;
+            if fresh_window && !changed {
+                return Admit::Answer(reading.clone());
+            }
+            if changed && now.saturating_sub(*started) < gap {
+                let mut stale = reading.clone();
+                stale.stale_by = Some(rel);
+                stale.retry_after_ms = Some(gap - now.saturating_sub(*started));
+                return Admit::Answer(stale);
+            }
+        }
+        let key_limited = t.attempts.get(key).is_some_and(|&at| {
+            now.saturating_sub(at) < window
+                // With a feed, a newer change allows a read 1 s after the previous start.
+                && !(changed && now.saturating_sub(at) >= gap)
+        });
+        let identity_limited = t
+            .attempts
+            .get(identity)
+            .is_some_and(|&at| now.saturating_sub(at) < self.limits.read_gap());
+        if key_limited || identity_limited {
+            if change_driven {
+                // Change-driven requests never get `refresh-limit` (§8.5.2).
+                return match entry {
+                    Some((mut reading, _, _)) => {
+                        reading.stale_by = Some(rel);
+                        reading.retry_after_ms = Some(gap);
+                        Admit::Answer(reading)
+                    }
+                    None => {
+                        let mut r = busy(now);
+                        r.retry_after_ms = Some(gap);
+                        Admit::Answer(r)
+                    }
+                };
+            }
+            return Admit::Answer(QueryReading::failed(
+                now,
+                Some(HostCode::RefreshLimit.as_str()),
+                "This query was read moments ago; try again shortly.",
+            ));
+        }
+        if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
+            >= self.limits.chat_read_slots() as usize
+            || t.slots >= self.limits.read_slots() as usize
+        {
+            if change_driven {
+                return Admit::NoSlot(entry.map(|(r, _, _)| r));
+            }
+            return Admit::Answer(busy(now));
+        }
+        let capacity = self.limits.attempt_entries() as usize;
+        t.attempt(key.to_owned(), now, capacity);
+        t.attempt(identity.to_owned(), now, capacity);
+        let version = match (feed, self.changes.get()) {
+            (Some(_), Some(index)) => index.head(),
+            _ => 0,
         };
-        wait(pending, self.clock.now_ms()).await
+        let guard = self.table.occupy(&mut t, &p.chat_id);
+        let (tx, rx) = watch::channel(None);
+        t.inflight.insert(
+            key.to_owned(),
+            InFlight {
+                pending: rx.clone(),
+                version,
+            },
+        );
+        Admit::Start(guard, tx, rx, version)
     }
 
     /// Runs one read on its own task, racing the timeout (§6.2 steps 13–16).
@@ -807,6 +975,7 @@ impl UiQueries {
                 revision: revision.to_owned(),
                 query: name.clone(),
                 values: values.clone(),
+                seen: None,
             };
             let (source, args) = self.admit_for_values(&p).await?;
             if let Err(e) = source.authorize(&info, &access, &args).await {
@@ -1092,6 +1261,7 @@ impl UiQueries {
                     revision: revision.clone(),
                     query: name.clone(),
                     values: Record::new(),
+                    seen: None,
                 };
                 let reading = self.query(&p).await;
                 if let Some(v) = reading.value.clone().filter(|_| reading.is_fresh()) {

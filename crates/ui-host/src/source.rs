@@ -15,6 +15,7 @@ use ui_compiler::QuerySchemas;
 use ui_core::{Record, Value};
 use ui_links::LinkTarget;
 
+use crate::changes::ChangeFeed;
 use crate::reading::HostError;
 use crate::schema::JsonSchema;
 
@@ -117,6 +118,10 @@ pub trait UiSource: Send + Sync + 'static {
     ) -> Result<(), HostError>;
     /// Produces the result. Runs on its own task; it may outlive the request.
     async fn read(&self, request: ReadRequest) -> Result<Value, HostError>;
+    /// The source's change feed, if its writes are recorded as change events.
+    fn changes(&self) -> Option<&dyn ChangeFeed> {
+        None
+    }
 }
 
 /// A source with Rust types for its arguments and result (serde + garde), adapted to
@@ -212,6 +217,7 @@ pub struct FnSource {
     result: Arc<dyn ValueSchema>,
     authorize: Box<AuthorizeFn>,
     read: Box<ReadFn>,
+    changes: Option<Box<dyn ChangeFeed>>,
 }
 
 impl std::fmt::Debug for FnSource {
@@ -232,6 +238,7 @@ impl FnSource {
             result: Arc::new(result),
             authorize: Box::new(|_, _, _| Box::pin(async { Ok(()) })),
             read: Box::new(move |request| Box::pin(read(request))),
+            changes: None,
         }
     }
 
@@ -253,6 +260,12 @@ impl FnSource {
             JsonSchema::new(result)?,
             read,
         ))
+    }
+
+    /// The same source with a change feed: its readings follow change events.
+    pub fn with_changes(mut self, changes: impl ChangeFeed) -> Self {
+        self.changes = Some(Box::new(changes));
+        self
     }
 
     /// The same source with `authorize` as its permission check.
@@ -292,6 +305,10 @@ impl UiSource for FnSource {
 
     async fn read(&self, request: ReadRequest) -> Result<Value, HostError> {
         (self.read)(request).await
+    }
+
+    fn changes(&self) -> Option<&dyn ChangeFeed> {
+        self.changes.as_deref()
     }
 }
 

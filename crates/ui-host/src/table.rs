@@ -15,6 +15,17 @@ pub(crate) struct CacheEntry {
     pub(crate) key: String,
     pub(crate) chat_id: String,
     pub(crate) reading: QueryReading,
+    /// The change-log head just before the read started (0 without a change feed).
+    pub(crate) version: u64,
+    /// When the read started (ms).
+    pub(crate) started: u64,
+}
+
+/// A read in flight: its pending outcome and the change-log head it started at.
+#[derive(Debug, Clone)]
+pub(crate) struct InFlight {
+    pub(crate) pending: Pending,
+    pub(crate) version: u64,
 }
 
 /// The pending outcome of an in-flight read: `None` until it settles.
@@ -84,7 +95,7 @@ pub(crate) struct ReadTable {
     pub(crate) cache: Fifo<CacheEntry>,
     /// The read id of the newest fresh reading per key.
     pub(crate) newest: HashMap<String, String>,
-    pub(crate) inflight: HashMap<String, Pending>,
+    pub(crate) inflight: HashMap<String, InFlight>,
     /// Last started read per key and per identity (two namespaces, one table).
     pub(crate) attempts: Fifo<u64>,
     pub(crate) chat_slots: HashMap<String, usize>,

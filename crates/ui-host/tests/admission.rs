@@ -207,6 +207,7 @@ fn query_payload() -> QueryPayload {
         revision: "r".repeat(128),
         query: format!("${}", "q".repeat(127)),
         values: record(&format!(r#"{{"{}": 1}}"#, "v".repeat(128))),
+        seen: None,
     }
 }
 

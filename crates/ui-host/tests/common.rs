@@ -310,6 +310,7 @@ impl World {
             revision: block.1.clone(),
             query: query.to_owned(),
             values: ui_core::Record::new(),
+            seen: None,
         }
     }
 
@@ -424,5 +425,6 @@ pub fn payload_for(chat: &str, item: &str, block: &Block, query: &str) -> QueryP
         revision: block.revision.clone().unwrap_or_default(),
         query: query.to_owned(),
         values: Record::new(),
+        seen: None,
     }
 }

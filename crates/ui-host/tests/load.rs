@@ -323,6 +323,7 @@ async fn run() {
             revision: block.revision.clone().unwrap(),
             query: kind.query().to_owned(),
             values,
+            seen: None,
         };
         let requester = service.clone();
         handles.push((

@@ -7,6 +7,7 @@
 
 pub mod client;
 mod error;
+mod host;
 mod latest;
 mod poll;
 #[cfg(feature = "postgres")]
@@ -18,6 +19,7 @@ mod stream;
 mod types;
 
 pub use error::SyncError;
+pub use host::parse_audience;
 pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,

@@ -1,0 +1,50 @@
+//! Live readings that follow change events (`sync.md` §8): what a source declares about
+//! its change feed ([`ChangeFeed`]) and what the host asks of the change log
+//! ([`ChangeIndex`], implemented by `ui-sync`'s `SyncService`).
+
+use async_trait::async_trait;
+use ui_core::{Record, Value};
+
+/// A source's change feed (`sync.md` §8.1): which audience and keys a reading depends on.
+pub trait ChangeFeed: Send + Sync + 'static {
+    /// The audience of the data read with `args` and `access`, as `kind:id`
+    /// (`project:web`, `user:u1`, `org:o1`) or `global`; `None` when the reading cannot
+    /// follow changes.
+    fn audience(&self, args: &Record, access: &Value) -> Option<String>;
+
+    /// The raw keys the reading depends on; empty means the whole source.
+    fn keys(&self, _args: &Record) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Whether every change of the data is recorded as an event (`Complete`).
+    fn complete(&self) -> bool {
+        false
+    }
+}
+
+/// The opaque tokens of one reading's dependencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeScope {
+    /// The scope token (hex).
+    pub scope: String,
+    /// The key tokens (hex); empty = the whole scope.
+    pub keys: Vec<String>,
+}
+
+/// The change log as the host sees it.
+#[async_trait]
+pub trait ChangeIndex: Send + Sync + 'static {
+    /// The log's epoch.
+    fn epoch(&self) -> String;
+    /// The highest seq this process has tailed.
+    fn head(&self) -> u64;
+    /// The tokens of `(source, audience, keys)`; `None` for an audience that does not
+    /// parse.
+    fn scope(&self, source: &str, audience: &str, keys: &[String]) -> Option<ChangeScope>;
+    /// The newest seq of a change in `scope` (any of its keys, or the whole scope).
+    fn relevant(&self, scope: &ChangeScope) -> u64;
+    /// Tails the log until its head reaches `seq`, waiting at most `within_ms`; whether it
+    /// got there.
+    async fn catch_up_to(&self, seq: u64, within_ms: u64) -> bool;
+}

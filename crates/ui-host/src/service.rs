@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use indexmap::IndexMap;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, has_fence, may_reference_host, query_arguments, resolve_choice};
 use ui_core::text::truncate_utf16;
@@ -44,6 +44,41 @@ pub struct UiQueries {
     arguments: Mutex<ArgumentMemo>,
     changes: std::sync::OnceLock<Arc<dyn ChangeIndex>>,
     sync_limits: SyncLimits,
+    source_reads: Arc<Mutex<HashMap<String, SharedRead>>>,
+}
+
+/// Removes a shared read from the map when its task ends, however it ends.
+struct SharedReadEntry {
+    reads: Arc<Mutex<HashMap<String, SharedRead>>>,
+    key: String,
+}
+
+impl Drop for SharedReadEntry {
+    fn drop(&mut self) {
+        lock(&self.reads).remove(&self.key);
+    }
+}
+
+/// One call to a source's `read` that several requests share: `None` until it settles.
+type SharedRead = watch::Receiver<Option<Result<Value, HostError>>>;
+
+/// The source-read key: source name, canonical parsed arguments, and a fingerprint of the
+/// captured access (`sync.md` §2 "reading key").
+fn share_key(source: &str, args: &Record, access: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut text = String::with_capacity(64);
+    canonical_record(args, &mut text);
+    let mut access_text = String::new();
+    canonical(access, &mut access_text);
+    let digest = Sha256::digest(access_text.as_bytes());
+    let mut key = String::with_capacity(source.len() + text.len() + 70);
+    push_part(&mut key, source);
+    push_part(&mut key, &text);
+    for b in digest {
+        key.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        key.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
+    }
+    key
 }
 
 /// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).
@@ -277,6 +312,16 @@ enum Admit {
 /// How often a change-driven request looks for a free slot while it waits (ms).
 const SLOT_POLL_MS: u64 = 50;
 
+/// Everything a read needs once the request is admitted (§6.1 done).
+struct ReadPlan {
+    source_name: String,
+    source: Arc<dyn UiSource>,
+    info: Arc<ChatInfo>,
+    access: Arc<Value>,
+    args: Arc<Record>,
+    feed: Option<Feed>,
+}
+
 /// A feed source's reading: its tokens and whether the feed is complete.
 #[derive(Debug, Clone)]
 struct Feed {
@@ -332,6 +377,7 @@ impl UiQueries {
             arguments: Mutex::new(ArgumentMemo::default()),
             changes: std::sync::OnceLock::new(),
             sync_limits: SyncLimits::DEFAULT,
+            source_reads: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -601,7 +647,15 @@ impl UiQueries {
                     complete: changes.complete(),
                 })
             });
-        self.serve(p, source, info, access, args, feed).await
+        let plan = ReadPlan {
+            source_name: query.source.clone(),
+            source,
+            info,
+            access,
+            args,
+            feed,
+        };
+        self.serve(p, plan).await
     }
 
     /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
@@ -653,15 +707,15 @@ impl UiQueries {
     }
 
     /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
-    async fn serve(
-        self: &Arc<Self>,
-        p: &QueryPayload,
-        source: Arc<dyn UiSource>,
-        info: Arc<ChatInfo>,
-        access: Arc<Value>,
-        args: Arc<Record>,
-        feed: Option<Feed>,
-    ) -> QueryReading {
+    async fn serve(self: &Arc<Self>, p: &QueryPayload, plan: ReadPlan) -> QueryReading {
+        let ReadPlan {
+            source_name,
+            source,
+            info,
+            access,
+            args,
+            feed,
+        } = plan;
         let key = key(p, &args);
         let identity = identity(p);
         // A change-driven request: the seq that made the page ask (this epoch only).
@@ -736,7 +790,7 @@ impl UiQueries {
                                 feed: if f.complete { "complete" } else { "partial" }.to_owned(),
                             });
                     tokio::spawn(async move {
-                        let mut reading = this.drive(source, request, guard).await;
+                        let mut reading = this.drive(&source_name, source, request, guard).await;
                         reading.sync = sync;
                         {
                             let mut t = this.table.lock();
@@ -864,21 +918,53 @@ impl UiQueries {
     /// Runs one read on its own task, racing the timeout (§6.2 steps 13–16).
     async fn drive(
         &self,
+        source_name: &str,
         source: Arc<dyn UiSource>,
         request: ReadRequest,
         guard: crate::table::SlotGuard,
     ) -> QueryReading {
         let cancel = request.cancel.clone();
-        let (tx, rx) = oneshot::channel();
+        // The source-read layer (`sync.md` §8.2): identical reads of one source — same
+        // parsed arguments, same captured access — share one call to `read`, while every
+        // block keeps its own read id, cache entry and `authorize`.
+        let share = share_key(source_name, &request.args, &request.access);
+        let (mut shared, leader) = {
+            let mut reads = lock(&self.source_reads);
+            match reads.get(&share) {
+                Some(rx) => (rx.clone(), None),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    reads.insert(share.clone(), rx.clone());
+                    (rx, Some(tx))
+                }
+            }
+        };
+        let reads = Arc::clone(&self.source_reads);
         let reader = Arc::clone(&source);
-        tokio::spawn(async move {
-            let outcome = reader.read(request).await;
-            let _ = tx.send(outcome);
-            // The slot is freed only now, when the source's own work has ended.
-            drop(guard);
-        });
+        match leader {
+            Some(tx) => {
+                tokio::spawn(async move {
+                    // Unregisters the shared read even if the source panics.
+                    let _registered = SharedReadEntry { reads, key: share };
+                    let outcome = reader.read(request).await;
+                    drop(_registered);
+                    let _ = tx.send(Some(outcome));
+                    // The slot is freed only now, when the source's own work has ended.
+                    drop(guard);
+                });
+            }
+            None => {
+                let mut joined = shared.clone();
+                tokio::spawn(async move {
+                    let _ = joined.wait_for(Option::is_some).await;
+                    drop(guard);
+                });
+            }
+        }
         let outcome = tokio::select! {
-            outcome = rx => outcome,
+            outcome = shared.wait_for(Option::is_some) => {
+                outcome.ok().and_then(|o| o.clone())
+            }
             () = self.clock.sleep(self.limits.read_timeout()) => {
                 cancel.cancel();
                 return QueryReading::failed(
@@ -888,6 +974,7 @@ impl UiQueries {
                 );
             }
         };
+        let outcome = outcome.ok_or(());
         let now = self.clock.now_ms();
         let value = match outcome {
             Ok(Ok(value)) => value,

@@ -266,3 +266,23 @@ async fn capture_failures_refuse_with_access_unavailable() {
         assert_eq!(r.code.as_deref(), code, "{len}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn identical_source_reads_are_shared_but_read_ids_are_not() {
+    // Two blocks reading the same source with the same arguments and access share one call
+    // to `read` (sync.md §8.2); each keeps its own read id and cache entry.
+    let w = World::new();
+    set(&w.host.knobs.delay_ms, 1_000);
+    let a = w.put_reply("c1", "i1", REPLY)[0].clone();
+    let b = w.put_reply("c1", "i2", REPLY)[0].clone();
+    let (s1, p1) = (w.service.clone(), w.payload("c1", "i1", &a, "$runs"));
+    let (s2, p2) = (w.service.clone(), w.payload("c1", "i2", &b, "$runs"));
+    let t1 = tokio::spawn(async move { s1.query(&p1).await });
+    let t2 = tokio::spawn(async move { s2.query(&p2).await });
+    advance(1_000).await;
+    let (r1, r2) = (t1.await.unwrap(), t2.await.unwrap());
+    assert!(r1.is_fresh() && r2.is_fresh());
+    assert_ne!(r1.read_id, r2.read_id);
+    assert_eq!(r1.value, r2.value);
+    assert_eq!(w.reads(), 1);
+}

@@ -4,6 +4,57 @@
 //! pages learn of changes over one event stream (poll as fallback) and re-read just the
 //! readings whose source changed. Events never carry data, only invalidation signals scoped
 //! to an audience.
+//!
+//! - [`SqliteStore`] (one file, several processes) and, with the `postgres` feature,
+//!   `PgStore` (several instances) keep the log behind [`SyncStore`]: seqs in commit order,
+//!   epochs, cursors `<epoch>.<seq>`, retention from the oldest end.
+//! - [`SyncService`] is the per-process part: it records drafts (coalesced in a 50 ms
+//!   window, never lost: overflow becomes coarser rows), tails the log into a bounded hub,
+//!   keeps the latest-change index that live readings consult (it implements `ui-host`'s
+//!   `ChangeIndex`), answers catch-up reads with resets instead of unbounded history, and
+//!   prunes.
+//! - [`StreamConn`] and [`PollBody`] are the server side of `/ui/events` and `/ui/poll` as
+//!   sans-IO machines; [`client::Transport`] is the page's side (§7), so the browser page
+//!   follows rules tested here.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ui_core::SyncLimits;
+//! use ui_sync::{Audience, AudienceSet, ChangeDraft, ReadAfter, SqliteStore, SyncService};
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let store = Arc::new(SqliteStore::open_temp().await.unwrap());
+//! let sync = SyncService::start(store, SyncLimits::DEFAULT, []).await.unwrap();
+//! let start = sync.head().to_string();
+//!
+//! // A CI webhook records that runs of branch main changed in project web.
+//! let cursor = sync
+//!     .record_and_wait(ChangeDraft {
+//!         source: "ci.runs".into(),
+//!         audience: Some(Audience::project("web")),
+//!         key: Some("branch:main".into()),
+//!         rs: None,
+//!     })
+//!     .await
+//!     .unwrap();
+//!
+//! // A member of project web catching up from `start` learns of it; others do not.
+//! let member = AudienceSet::new([Audience::user("ann"), Audience::project("web")], 1_000);
+//! let ReadAfter::Events { events, .. } = sync.read_after(Some(&start), &member).await.unwrap()
+//! else { panic!("a reset") };
+//! assert_eq!(events.len(), 1);
+//! assert_eq!(events[0].seq, cursor.seq.0);
+//! let outsider = AudienceSet::new([Audience::user("bob")], 1_000);
+//! let ReadAfter::Events { events, .. } = sync.read_after(Some(&start), &outsider).await.unwrap()
+//! else { panic!("a reset") };
+//! assert!(events.is_empty());
+//! sync.shutdown().await;
+//! # });
+//! ```
+//!
+//! Dependencies beyond the card's: `rusqlite` (bundled SQLite, the embedded log),
+//! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
+//! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job.
 
 pub mod client;
 mod error;

@@ -1,0 +1,154 @@
+//! Extractors whose rejections are [`ApiError`]s: a JSON body that refuses a wrong content
+//! type (`unsupported-media-type`), an oversize body (`payload-too-large`), bad JSON and
+//! unknown fields (`bad-request`); path and query parameters; the request source header.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+use ui_sync::RequestSource;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::limits::MAX_BODY_BYTES;
+
+/// A JSON object request body of type `T` (deserialised with its own serde rules, so
+/// `deny_unknown_fields` types refuse unknown fields).
+#[derive(Debug, Clone)]
+pub struct JsonBody<T>(pub T);
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json);
+        if !json {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "Send the body as `Content-Type: application/json`.",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                too_large()
+            } else {
+                ApiError::bad_request(format!("The body could not be read: {rejection}."))
+            }
+        })?;
+        decode(&bytes).map(JsonBody)
+    }
+}
+
+/// `payload-too-large` for a body over [`MAX_BODY_BYTES`].
+pub(crate) fn too_large() -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("The body is larger than {MAX_BODY_BYTES} bytes."),
+    )
+}
+
+/// Parses JSON `bytes` as a `T`; any failure is `bad-request` naming what is wrong. Every
+/// body of the API is a JSON object (serde would also read a struct from an array).
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("The body must be a JSON object."));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("The body is not valid: {e}.")))
+}
+
+/// Path parameters of type `T`; a mismatch is `bad-request`.
+#[derive(Debug, Clone)]
+pub struct Params<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for Params<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Params(p.0))
+            .map_err(|e| ApiError::bad_request(format!("The path is not valid: {e}.")))
+    }
+}
+
+/// Query-string parameters of type `T`; a mismatch is `bad-request`.
+#[derive(Debug, Clone)]
+pub struct QueryParams<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for QueryParams<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| QueryParams(q.0))
+            .map_err(|e| ApiError::bad_request(format!("The query string is not valid: {e}.")))
+    }
+}
+
+/// The header pages send with every write (`sync.md` §4.4).
+pub const REQUEST_SOURCE_HEADER: &str = "x-ui-request-source";
+
+/// The header of a write response that recorded events: the highest cursor assigned.
+pub const SYNC_SEQ_HEADER: &str = "x-ui-sync-seq";
+
+/// The validated `X-UI-Request-Source` of a request; an invalid value counts as absent,
+/// never as an error. Used only to copy it into recorded events.
+#[derive(Debug, Clone, Default)]
+pub struct WriteSource(pub Option<RequestSource>);
+
+impl<S: Send + Sync> FromRequestParts<S> for WriteSource {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(WriteSource(
+            parts
+                .headers
+                .get(REQUEST_SOURCE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(RequestSource::parse),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/x-www-form-urlencoded"));
+    }
+}

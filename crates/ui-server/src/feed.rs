@@ -1,0 +1,251 @@
+//! `GET /ui/events` (SSE) and `GET /ui/poll` (`sync.md` §4): the change feed scoped to the
+//! principal's audiences (`user:<id>`, `project:<id>`, `global`).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, mpsc};
+use ui_sync::{
+    Batch, Frame, PollBody, SlotRefused, StreamConn, StreamSlot, SyncError, resume_cursor,
+    retry_after_secs, stream_lifetime,
+};
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::QueryParams;
+use crate::limits::{
+    CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS, STREAM_BUFFER_FRAMES,
+};
+use crate::state::AppState;
+
+/// Delay before a failed lag catch-up is tried again, in ms.
+const CATCH_UP_RETRY_MS: u64 = 1_000;
+
+/// `?cursor=` of both endpoints.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CursorParam {
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// A uniform number in `[0, 1)` from the OS's random source.
+fn random_unit() -> f64 {
+    (uuid::Uuid::new_v4().as_u128() >> 75) as f64 / (1u64 << 53) as f64
+}
+
+fn sync_error(e: SyncError) -> ApiError {
+    match e {
+        SyncError::Busy => ApiError::new(ErrorCode::Unavailable, "Too many catch-up reads.")
+            .with_retry_after(CATCH_UP_RETRY_AFTER_SECS),
+        SyncError::Closed => ApiError::new(ErrorCode::Unavailable, "The change feed is closed.")
+            .with_retry_after(DEGRADED_RETRY_AFTER_SECS),
+        other => ApiError::internal(format!("The change feed failed: {other}")),
+    }
+}
+
+fn degraded(state: &AppState) -> Result<(), ApiError> {
+    if state.sync().degraded() {
+        return Err(
+            ApiError::new(ErrorCode::Unavailable, "The change feed is degraded.")
+                .with_retry_after(DEGRADED_RETRY_AFTER_SECS),
+        );
+    }
+    Ok(())
+}
+
+/// `GET /ui/poll?cursor=`: one catch-up read (`sync.md` §4.3), rate-limited per session.
+pub(crate) async fn poll(
+    State(state): State<AppState>,
+    principal: Principal,
+    QueryParams(q): QueryParams<CursorParam>,
+) -> Result<Response, ApiError> {
+    if let Err(wait_ms) = state.poll_token(&principal.session) {
+        return Err(
+            ApiError::new(ErrorCode::RateLimited, "Too many polls; slow down.")
+                .with_retry_after(retry_after_secs(wait_ms)),
+        );
+    }
+    degraded(&state)?;
+    let audiences = principal.audiences(state.sync_limits());
+    let read = state
+        .sync()
+        .read_after(q.cursor.as_deref(), &audiences)
+        .await
+        .map_err(sync_error)?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        PollBody::new(&read).to_json(),
+    )
+        .into_response())
+}
+
+/// `GET /ui/events`: the event stream (`sync.md` §4.2).
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    principal: Principal,
+    headers: HeaderMap,
+    QueryParams(q): QueryParams<CursorParam>,
+) -> Result<Response, ApiError> {
+    degraded(&state)?;
+    let slot = state
+        .streams()
+        .try_acquire(&principal.session)
+        .map_err(|refused| {
+            match refused {
+                SlotRefused::Session => ApiError::new(
+                    ErrorCode::TooManyStreams,
+                    "This session holds too many event streams; poll instead.",
+                ),
+                _ => ApiError::new(ErrorCode::Unavailable, "Too many event streams."),
+            }
+            .with_retry_after(refused.retry_after_secs())
+        })?;
+    // Subscribe first, then read: nothing falls between the snapshot and live delivery.
+    let hub = state.sync().subscribe();
+    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let resume = resume_cursor(last_event_id, q.cursor.as_deref()).map(str::to_owned);
+    let audiences = principal.audiences(state.sync_limits());
+    let catch_up = state
+        .sync()
+        .read_after(resume.as_deref(), &audiences)
+        .await
+        .map_err(sync_error)?;
+    let now = state.now_ms();
+    let lifetime = stream_lifetime(state.sync_limits(), random_unit());
+    let mut conn = StreamConn::new(
+        audiences.clone(),
+        state.sync().epoch(),
+        resume.as_deref(),
+        now,
+        lifetime,
+        *state.sync_limits(),
+    );
+    let first = conn.start(catch_up, now);
+    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_FRAMES);
+    let task = Connection {
+        state,
+        conn,
+        audiences,
+        session: principal.session,
+        _slot: slot,
+    };
+    tokio::spawn(task.drive(hub, first, tx));
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    }));
+    let mut response = (StatusCode::OK, body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// Writes `frames`; `false` once the client is gone.
+async fn send(tx: &mpsc::Sender<Bytes>, frames: Vec<Frame>) -> bool {
+    for frame in frames {
+        if tx.send(Bytes::from(frame.to_sse())).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// One open stream: its state machine, what it may see, and its slot (freed on drop).
+struct Connection {
+    state: AppState,
+    conn: StreamConn,
+    audiences: ui_sync::AudienceSet,
+    session: String,
+    _slot: StreamSlot,
+}
+
+impl Connection {
+    /// Feeds the [`StreamConn`] with hub batches, timers, sign-out and shutdown, and
+    /// writes its frames. The socket pulls the channel, so a stalled client stops this
+    /// task instead of buffering. Ends (freeing the slot) when the stream closes or the
+    /// client goes away.
+    async fn drive(
+        mut self,
+        mut hub: broadcast::Receiver<std::sync::Arc<Batch>>,
+        first: Vec<Frame>,
+        tx: mpsc::Sender<Bytes>,
+    ) {
+        let state = self.state.clone();
+        let mut signed_out = state.signed_out();
+        let mut shutdown = state.shutdown_watch();
+        if !send(&tx, first).await {
+            return;
+        }
+        loop {
+            let conn = &mut self.conn;
+            if conn.is_closed() {
+                return;
+            }
+            if conn.needs_catch_up() {
+                let cursor = conn.cursor().to_string();
+                match state
+                    .sync()
+                    .read_after(Some(&cursor), &self.audiences)
+                    .await
+                {
+                    Ok(read) => {
+                        let frames = self.conn.on_catch_up(read, state.now_ms());
+                        if !send(&tx, frames).await {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(CATCH_UP_RETRY_MS)) => {}
+                            () = tx.closed() => return,
+                        }
+                    }
+                }
+                continue;
+            }
+            let deadline = conn
+                .next_deadline()
+                .map(|ms| state.started() + Duration::from_millis(ms));
+            let frames = tokio::select! {
+                batch = hub.recv() => match batch {
+                    Ok(batch) => conn.on_batch(&batch, state.now_ms()),
+                    Err(RecvError::Lagged(_)) => {
+                        conn.on_lagged();
+                        Vec::new()
+                    }
+                    Err(RecvError::Closed) => conn.shutdown(0, state.now_ms()),
+                },
+                () = sleep_until(deadline) => conn.poll_timers(state.now_ms()),
+                ended = signed_out.recv() => match ended {
+                    Ok(s) if s == self.session => conn.sign_out(state.now_ms()),
+                    _ => Vec::new(),
+                },
+                _ = shutdown.wait_for(|stop| *stop) => {
+                    let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
+                    conn.shutdown(retry, state.now_ms())
+                }
+                () = tx.closed() => return,
+            };
+            if !send(&tx, frames).await {
+                return;
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

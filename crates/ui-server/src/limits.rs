@@ -1,0 +1,47 @@
+//! The server's own limits. Each is enforced in one place and has a test that hits it.
+//! (The spec's limits — payload ids, reads, streams, polls — come from `ui-core`.)
+
+/// Largest request body, in bytes; a larger one is refused with `payload-too-large`
+/// (413). 256 KiB holds a whole reply's UI source (262,144 UTF-16 units at most of
+/// UI source per reply, `host.md` §16) in the common case, and every payload of §2.1.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// Longest text of one item, in bytes of UTF-8; a delta that would make it longer is
+/// refused with `payload-too-large`. 1 MiB.
+pub const MAX_ITEM_TEXT_BYTES: usize = 1024 * 1024;
+
+/// Longest chat title, in characters; longer titles are `bad-request`.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// Rows one source read may return; one more fails the read. The catalog's list cap.
+pub const MAX_SOURCE_ROWS: usize = ui_core::limits::MAX_LIST_ITEMS;
+
+/// Longest wait of `finish` for the freeze of the item's first readings, in ms: the
+/// read timeout of one query plus a margin (`host.md` §16). The freeze goes on after it.
+pub const FREEZE_WAIT_MS: u64 = 10_000;
+
+/// Sessions whose poll rate is tracked at once; past it the fullest buckets are dropped.
+pub const MAX_TRACKED_SESSIONS: usize = 10_000;
+
+/// Demo sessions kept at once; past it the oldest is signed out.
+pub const MAX_DEMO_SESSIONS: usize = 10_000;
+
+/// Reader connections of the application database.
+pub const DB_READERS: usize = 2;
+
+/// `PRAGMA busy_timeout` of every application connection, in ms (as the log's, `sync.md`
+/// §3.6).
+pub const DB_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// Frames buffered per event stream before its task waits for the socket (backpressure,
+/// `sync.md` §9.2).
+pub const STREAM_BUFFER_FRAMES: usize = 4;
+
+/// Upper bound of the random `retryMs` of a `bye shutdown` frame (`sync.md` §4.2).
+pub const SHUTDOWN_RETRY_MS: u64 = 5_000;
+
+/// `Retry-After` (seconds) while the change feed is degraded (`sync.md` §4.1).
+pub const DEGRADED_RETRY_AFTER_SECS: u64 = 10;
+
+/// `Retry-After` (seconds) when no catch-up slot freed in time (`sync.md` §4.1).
+pub const CATCH_UP_RETRY_AFTER_SECS: u64 = 5;

@@ -1,0 +1,580 @@
+//! The router and its handlers. Handlers stay thin: extract, check the caller, call the
+//! store, the replies or the host service, answer JSON.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+use ui_core::{CATALOG_VERSION, FENCE_LANGUAGE, HostLimits, catalog};
+use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
+use ui_sync::Cursor;
+
+use crate::auth::{DemoAuth, Principal};
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::{JsonBody, Params, SYNC_SEQ_HEADER, WriteSource};
+use crate::feed;
+use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
+use crate::schema::{wire_schema, wire_types};
+use crate::sources::{InsertError, SourceInfo};
+use crate::state::AppState;
+use crate::store::{Chat, ChatDetail, ChatRow, record_all, write_scope};
+use crate::view::{ViewPayload, evaluate};
+
+/// The router of the whole API (see the crate docs for the routes). Mount it as is, or
+/// `merge`/`nest` it into a host application's router.
+pub fn router(state: AppState) -> Router {
+    let mut routes = Router::new()
+        .route("/api/me", get(me))
+        .route("/api/chats", get(list_chats).post(create_chat))
+        .route("/api/chats/{chat}", get(read_chat))
+        .route("/api/chats/{chat}/messages", post(post_message))
+        .route("/api/chats/{chat}/items", post(new_reply))
+        .route("/api/chats/{chat}/items/{item}/delta", post(delta))
+        .route("/api/chats/{chat}/items/{item}/finish", post(finish))
+        .route("/api/catalog", get(catalog_texts))
+        .route("/api/schema", get(schema_list))
+        .route("/api/schema/{name}", get(schema_one))
+        .route("/api/sources/{name}/rows", post(write_rows))
+        .route("/ui/query", post(ui_query))
+        .route("/ui/link", post(ui_link))
+        .route("/ui/choice", post(ui_choice))
+        .route("/ui/view", post(ui_view))
+        .route("/ui/events", get(feed::events))
+        .route("/ui/poll", get(feed::poll));
+    if state.demo().is_some() {
+        routes = routes
+            .route("/api/login", post(login))
+            .route("/api/logout", post(logout));
+    }
+    routes
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), check_origin))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::internal("The server failed while answering.").into_response()
+        }))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "No such route.")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "The route does not take this method.",
+    )
+}
+
+/// The host part (`host:port`) of an origin `scheme://host:port`.
+fn origin_host(origin: &str) -> Option<&str> {
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+}
+
+/// `sync.md` §4.1: a `Sec-Fetch-Site: cross-site` request, or one whose `Origin` is
+/// neither the request's own host nor a configured origin, gets `403 forbidden`.
+async fn check_origin(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let forbidden =
+        || ApiError::new(ErrorCode::Forbidden, "Cross-site requests are refused.").into_response();
+    if headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("cross-site"))
+    {
+        return forbidden();
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let same =
+            origin_host(origin).is_some_and(|h| !h.is_empty() && h.eq_ignore_ascii_case(host));
+        if !same && !state.origins().iter().any(|o| o == origin) {
+            return forbidden();
+        }
+    }
+    next.run(req).await
+}
+
+/// A JSON answer with `status`, and `X-UI-Sync-Seq` when the request recorded events.
+fn json<T: Serialize>(status: StatusCode, body: &T, seq: Option<Cursor>) -> Response {
+    let text = match serde_json::to_string(body) {
+        Ok(text) => text,
+        Err(e) => return ApiError::internal(format!("The answer failed: {e}")).into_response(),
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, "application/json")], text).into_response();
+    if let Some(seq) = seq
+        && let Ok(value) = HeaderValue::from_str(&seq.to_string())
+    {
+        response.headers_mut().insert(SYNC_SEQ_HEADER, value);
+    }
+    response
+}
+
+fn ok<T: Serialize>(body: &T) -> Response {
+    json(StatusCode::OK, body, None)
+}
+
+/// The chat, when `principal` owns it: `chat-not-found` otherwise (never tells which).
+async fn owned(
+    state: &AppState,
+    principal: &Principal,
+    chat_id: &str,
+) -> Result<ChatRow, ApiError> {
+    match state.store().chat_row(chat_id).await? {
+        Some(row) if row.owner == principal.user_id => Ok(row),
+        _ => Err(ApiError::chat_not_found()),
+    }
+}
+
+/// The wire gate of `ui.*` (`host.md` §6.0): only the chat's owner is attached to it;
+/// anyone else (and an unknown chat) gets `refused-query`.
+async fn attached(
+    state: &AppState,
+    principal: &Principal,
+    chat_id: &str,
+) -> Result<ChatRow, ApiError> {
+    owned(state, principal, chat_id)
+        .await
+        .map_err(|_| ApiError::unattached())
+}
+
+// ---- session ----
+
+/// `POST /api/login` (demo only).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginBody {
+    /// `alice` or `bob`.
+    pub user: String,
+}
+
+async fn login(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<LoginBody>,
+) -> Result<Response, ApiError> {
+    let demo = state
+        .demo()
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "No such route."))?;
+    let (principal, evicted) = demo
+        .login(&body.user)
+        .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "No such demo user."))?;
+    for session in evicted {
+        state.end_session(&session);
+    }
+    let mut response = ok(&principal);
+    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::cookie(&principal.session)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+async fn logout(State(state): State<AppState>, principal: Principal) -> Response {
+    if let Some(demo) = state.demo() {
+        demo.logout(&principal.session);
+    }
+    state.end_session(&principal.session);
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::expired_cookie()) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+async fn me(principal: Principal) -> Response {
+    ok(&principal)
+}
+
+// ---- chats ----
+
+/// `POST /api/chats`.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewChatBody {
+    /// The title (at most 200 characters).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// One of the principal's projects; the first by default.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// `GET /api/chats`: the principal's chats, newest first.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ChatList {
+    /// The chats.
+    pub chats: Vec<Chat>,
+}
+
+async fn create_chat(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    JsonBody(body): JsonBody<NewChatBody>,
+) -> Result<Response, ApiError> {
+    let title = body.title.unwrap_or_default();
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "`title` may hold at most {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    let project = match body.project {
+        Some(p) if principal.in_project(&p) => p,
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "You are not a member of that project.",
+            ));
+        }
+        None => principal
+            .projects
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
+    };
+    let (chat, drafts) = write_scope(
+        rs,
+        state
+            .store()
+            .create_chat(&principal.user_id, &project, &title),
+    )
+    .await;
+    let chat = chat?;
+    let seq = record_all(state.sync(), drafts).await;
+    Ok(json(StatusCode::CREATED, &chat, seq))
+}
+
+async fn list_chats(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> Result<Response, ApiError> {
+    let chats = state.store().chats_of(&principal.user_id).await?;
+    Ok(ok(&ChatList { chats }))
+}
+
+async fn read_chat(
+    State(state): State<AppState>,
+    principal: Principal,
+    Params(chat_id): Params<String>,
+) -> Result<Response, ApiError> {
+    let row = owned(&state, &principal, &chat_id).await?;
+    let items = state.store().items(&chat_id).await?;
+    Ok(ok(&ChatDetail {
+        chat: row.chat,
+        items,
+    }))
+}
+
+/// `POST /api/chats/{chat}/messages`: a person's message.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    /// The text.
+    pub text: String,
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    Params(chat_id): Params<String>,
+    JsonBody(body): JsonBody<MessageBody>,
+) -> Result<Response, ApiError> {
+    owned(&state, &principal, &chat_id).await?;
+    let (item, drafts) = write_scope(rs, state.post_message(&chat_id, &body.text)).await;
+    let item = item?;
+    let seq = record_all(state.sync(), drafts).await;
+    Ok(json(StatusCode::CREATED, &item, seq))
+}
+
+/// `POST /api/chats/{chat}/items`: a new streaming assistant reply.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewReplyBody {
+    /// The text so far.
+    #[serde(default)]
+    pub text: String,
+}
+
+async fn new_reply(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    Params(chat_id): Params<String>,
+    JsonBody(body): JsonBody<NewReplyBody>,
+) -> Result<Response, ApiError> {
+    owned(&state, &principal, &chat_id).await?;
+    let (item, drafts) = write_scope(rs, state.start_reply(&chat_id, &body.text)).await;
+    let item = item?;
+    let seq = record_all(state.sync(), drafts).await;
+    Ok(json(StatusCode::CREATED, &item, seq))
+}
+
+/// `POST /api/chats/{chat}/items/{item}/delta`: text to append.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaBody {
+    /// The text to append.
+    pub text: String,
+}
+
+async fn delta(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    Params((chat_id, item_id)): Params<(String, String)>,
+    JsonBody(body): JsonBody<DeltaBody>,
+) -> Result<Response, ApiError> {
+    owned(&state, &principal, &chat_id).await?;
+    // Deltas come fast: their events are recorded without waiting for a seq.
+    let (progress, drafts) =
+        write_scope(rs, state.append_delta(&chat_id, &item_id, &body.text)).await;
+    let progress = progress?;
+    for draft in drafts {
+        let _ = state.sync().record(draft);
+    }
+    Ok(ok(&progress))
+}
+
+/// `POST /api/chats/{chat}/items/{item}/finish`.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinishBody {
+    /// The reply's whole text, replacing what the deltas sent.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Answer only once the first readings are frozen (default `true`).
+    #[serde(default)]
+    pub wait: Option<bool>,
+}
+
+async fn finish(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    Params((chat_id, item_id)): Params<(String, String)>,
+    JsonBody(body): JsonBody<FinishBody>,
+) -> Result<Response, ApiError> {
+    owned(&state, &principal, &chat_id).await?;
+    let wait = body.wait.unwrap_or(true);
+    let (item, drafts) =
+        write_scope(rs, state.finish_reply(&chat_id, &item_id, body.text, wait)).await;
+    let item = item?;
+    let seq = record_all(state.sync(), drafts).await;
+    Ok(json(StatusCode::OK, &item, seq))
+}
+
+// ---- ui.* ----
+
+fn shape(result: Result<(), String>) -> Result<(), ApiError> {
+    result.map_err(ApiError::bad_request)
+}
+
+async fn ui_query(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(p): JsonBody<QueryPayload>,
+) -> Result<Response, ApiError> {
+    shape(p.validate(&HostLimits::DEFAULT))?;
+    attached(&state, &principal, &p.chat_id).await?;
+    Ok(ok(&state.queries().query(&p).await))
+}
+
+async fn ui_link(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(p): JsonBody<LinkPayload>,
+) -> Result<Response, ApiError> {
+    shape(p.validate(&HostLimits::DEFAULT))?;
+    attached(&state, &principal, &p.chat_id).await?;
+    Ok(ok(&state.queries().link(&p).await))
+}
+
+async fn ui_choice(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    JsonBody(p): JsonBody<ChoicePayload>,
+) -> Result<Response, ApiError> {
+    shape(p.validate(&HostLimits::DEFAULT))?;
+    attached(&state, &principal, &p.chat_id).await?;
+    let (answer, drafts) = write_scope(rs, state.queries().choose(&p)).await;
+    let seq = record_all(state.sync(), drafts).await;
+    let answer = answer?;
+    Ok(json(StatusCode::OK, &answer.sent, seq))
+}
+
+async fn ui_view(
+    State(state): State<AppState>,
+    principal: Principal,
+    JsonBody(p): JsonBody<ViewPayload>,
+) -> Result<Response, ApiError> {
+    p.validate(&HostLimits::DEFAULT)?;
+    attached(&state, &principal, &p.chat_id).await?;
+    let stale = || ApiError::new(ErrorCode::StaleUiBlock, "The block changed or is gone.");
+    let item = state
+        .store()
+        .stored_item(&p.chat_id, &p.item_id)
+        .await?
+        .ok_or_else(stale)?;
+    let block = item
+        .blocks
+        .iter()
+        .find(|b| b.id == p.block_id)
+        .cloned()
+        .ok_or_else(stale)?;
+    if p.revision.is_some() && p.revision != block.revision {
+        return Err(stale());
+    }
+    let answer = tokio::task::spawn_blocking(move || evaluate(&Arc::clone(&block), &p))
+        .await
+        .map_err(|e| ApiError::internal(format!("The evaluation failed: {e}")))??;
+    Ok(ok(&answer))
+}
+
+// ---- catalog, schemas ----
+
+/// `GET /api/catalog`: what an agent's prompt needs.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogAnswer {
+    /// The fence word of UI blocks.
+    pub fence_language: String,
+    /// The catalog version blocks compile against.
+    pub catalog_version: u32,
+    /// The short instructions for every session (`uiSessionNote`).
+    pub session_note: String,
+    /// The long form on request (`uiReferenceText`).
+    pub reference_text: String,
+    /// The one-line catalog (`uiCompactCatalog`).
+    pub compact_catalog: String,
+    /// One line per component (`uiCatalogText`).
+    pub catalog_text: String,
+    /// The sources a block may query.
+    pub sources: Vec<SourceInfo>,
+}
+
+async fn catalog_texts(State(state): State<AppState>, _: Principal) -> Response {
+    ok(&CatalogAnswer {
+        fence_language: FENCE_LANGUAGE.to_owned(),
+        catalog_version: CATALOG_VERSION,
+        session_note: catalog::session_note(FENCE_LANGUAGE),
+        reference_text: catalog::reference_text(FENCE_LANGUAGE),
+        compact_catalog: catalog::compact_catalog(),
+        catalog_text: catalog::catalog_text(),
+        sources: state.sources().schemas(),
+    })
+}
+
+#[derive(Serialize)]
+struct SchemaList {
+    types: Vec<&'static str>,
+}
+
+async fn schema_list() -> Response {
+    ok(&SchemaList {
+        types: wire_types(),
+    })
+}
+
+async fn schema_one(Params(name): Params<String>) -> Result<Response, ApiError> {
+    wire_schema(&name)
+        .map(|schema| ok(&schema))
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("No wire type `{name}`.")))
+}
+
+// ---- source writes ----
+
+/// `POST /api/sources/{name}/rows`: rows to insert through the source's write path.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RowsBody {
+    /// The project the rows belong to: one of the principal's (the first by default).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// 1 to 100 records, each checked against the source's `insert.args`.
+    pub rows: Vec<Map<String, Json>>,
+}
+
+/// What a write answers.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RowsWritten {
+    /// Rows inserted.
+    pub rows: usize,
+    /// The cursor of the recorded change events (also in `X-UI-Sync-Seq`).
+    pub cursor: Option<String>,
+}
+
+async fn write_rows(
+    State(state): State<AppState>,
+    principal: Principal,
+    WriteSource(rs): WriteSource,
+    Params(name): Params<String>,
+    JsonBody(body): JsonBody<RowsBody>,
+) -> Result<Response, ApiError> {
+    let project = match body.project {
+        Some(p) if principal.in_project(&p) => p,
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "You are not a member of that project.",
+            ));
+        }
+        None => principal
+            .projects
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
+    };
+    let mut writer = Map::new();
+    writer.insert("user".into(), Json::from(principal.user_id.clone()));
+    writer.insert("project".into(), Json::from(project));
+    writer.insert(
+        "now".into(),
+        Json::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        ),
+    );
+    let outcome = state
+        .sources()
+        .insert(state.store(), &name, &writer, body.rows, rs)
+        .await
+        .map_err(|e| match e {
+            InsertError::UnknownSource => {
+                ApiError::new(ErrorCode::NotFound, format!("No source `{name}`."))
+            }
+            InsertError::NotWritable => ApiError::new(
+                ErrorCode::NotFound,
+                format!("The source `{name}` has no write path."),
+            ),
+            InsertError::Invalid(m) => ApiError::bad_request(m),
+            InsertError::Database(m) => ApiError::internal(format!("The write failed: {m}")),
+        })?;
+    let seq = record_all(state.sync(), outcome.drafts).await;
+    let body = RowsWritten {
+        rows: outcome.rows,
+        cursor: seq.as_ref().map(ToString::to_string),
+    };
+    Ok(json(StatusCode::OK, &body, seq))
+}

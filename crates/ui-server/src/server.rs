@@ -1,0 +1,47 @@
+//! Serving the router on a socket, with a graceful shutdown that ends event streams with
+//! `bye shutdown` first.
+
+use std::net::Ipv4Addr;
+
+use tokio::net::TcpListener;
+
+use crate::config::ServerConfig;
+use crate::error::ServerError;
+use crate::routes::router;
+use crate::state::AppState;
+
+/// Opens the state for `config`, binds `127.0.0.1:<config.port>` and serves until Ctrl-C.
+///
+/// # Errors
+/// [`ServerError`] when the state cannot be opened or the socket fails.
+pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, config.port)).await?;
+    let state = AppState::open(config).await?;
+    serve_on(listener, state, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
+
+/// Serves the router of `state` on `listener` until `shutdown` completes; then event
+/// streams say `bye shutdown` and close, open requests finish, and the change feed writes
+/// what it holds.
+///
+/// # Errors
+/// [`ServerError::Io`] when the socket fails.
+pub async fn serve_on(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let app = router(state.clone());
+    let streams = state.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            streams.shut_down_streams();
+        })
+        .await?;
+    state.sync().shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,757 @@
+//! [`SqliteUiStore`]: chats, items (text, streaming flag, compiled blocks, frozen readings,
+//! answers, the origin of choice messages) and captured access in the application's
+//! SQLite file; the durable [`UiStore`] of the host service.
+//!
+//! Every change a page should see records a `host.chats` change event for the chat's owner
+//! (`user:<owner>`, key = chat id) on the change feed. Inside a request's
+//! [`write_scope`] the events are collected and recorded by the handler (which waits for
+//! their seq, `X-UI-Sync-Seq`); elsewhere (a background freeze) they are recorded at once.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use indexmap::IndexMap;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use ui_compiler::Block;
+use ui_core::Value;
+use ui_host::{
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, SendResult, StoredItem, UiQueryState,
+    UiStore,
+};
+use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
+
+use crate::db::{Db, DbError, DbResult};
+
+/// The source name of chat change events (a host namespace, `sync.md` §3.1).
+pub const CHATS_SOURCE: &str = "host.chats";
+
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ui_chats (
+  id          TEXT    PRIMARY KEY,
+  owner       TEXT    NOT NULL,
+  project     TEXT    NOT NULL,
+  title       TEXT    NOT NULL DEFAULT '',
+  created_at  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ui_chats_owner ON ui_chats (owner, created_at);
+CREATE TABLE IF NOT EXISTS ui_items (
+  chat_id     TEXT    NOT NULL REFERENCES ui_chats (id) ON DELETE CASCADE,
+  id          TEXT    NOT NULL,
+  pos         INTEGER NOT NULL,
+  role        TEXT    NOT NULL CHECK (role IN ('user', 'assistant')),
+  text        TEXT    NOT NULL DEFAULT '',
+  streaming   INTEGER NOT NULL DEFAULT 0,
+  parent_tool_use_id TEXT,
+  created_at  INTEGER NOT NULL,
+  blocks      TEXT    NOT NULL DEFAULT '[]',
+  ui_queries  TEXT,
+  answers     TEXT    NOT NULL DEFAULT '{}',
+  ui_choice   TEXT,
+  PRIMARY KEY (chat_id, id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ui_items_pos ON ui_items (chat_id, pos);
+CREATE TABLE IF NOT EXISTS ui_access (
+  chat_id     TEXT    NOT NULL,
+  item_id     TEXT    NOT NULL,
+  access      TEXT,
+  PRIMARY KEY (chat_id, item_id),
+  FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
+);
+";
+
+/// Who wrote an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// A chat as listed: `{id, title, project, createdAt}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Chat {
+    /// The chat id.
+    pub id: String,
+    /// The title.
+    pub title: String,
+    /// The project the chat belongs to (the writer's access).
+    pub project: String,
+    /// When it was created (epoch ms).
+    pub created_at: u64,
+}
+
+/// One item of a chat as a page reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatItem {
+    /// The item id.
+    pub id: String,
+    /// Who wrote it.
+    pub role: Role,
+    /// The text (Markdown with UI fences for the assistant).
+    pub text: String,
+    /// Whether the reply still streams.
+    pub streaming: bool,
+    /// When it was created (epoch ms).
+    pub created_at: u64,
+    /// The compiled blocks (final ones carry a `revision`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<crate::schema::BlockSchema>")]
+    pub ui: Vec<Arc<Block>>,
+    /// Frozen first readings (`ChatUiQueryState`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::schema::UiQueryStateSchema>")]
+    pub ui_queries: Option<UiQueryState>,
+    /// Answers by block id (`ChatUiAnswer`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(with = "std::collections::BTreeMap<String, crate::schema::AnswerSchema>")]
+    pub ui_answers: IndexMap<String, ChoiceAnswer>,
+    /// On a user item a choice produced: where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::schema::ChoiceOriginSchema>")]
+    pub ui_choice: Option<ChoiceOrigin>,
+}
+
+/// A chat with its items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatDetail {
+    /// The chat.
+    #[serde(flatten)]
+    pub chat: Chat,
+    /// Its items, oldest first.
+    pub items: Vec<ChatItem>,
+}
+
+/// A chat row with its owner (server side only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChatRow {
+    pub(crate) chat: Chat,
+    pub(crate) owner: String,
+}
+
+// ---- write scopes ----
+
+#[derive(Debug)]
+pub(crate) struct WriteScope {
+    rs: Option<RequestSource>,
+    drafts: Mutex<Vec<ChangeDraft>>,
+}
+
+tokio::task_local! {
+    static WRITE: WriteScope;
+}
+
+/// Runs `fut` collecting the change events the store records into a list (with `rs` as
+/// their request source) instead of recording them; returns the output and the drafts.
+pub(crate) async fn write_scope<F: Future>(
+    rs: Option<RequestSource>,
+    fut: F,
+) -> (F::Output, Vec<ChangeDraft>) {
+    let scope = WriteScope {
+        rs,
+        drafts: Mutex::new(Vec::new()),
+    };
+    WRITE
+        .scope(scope, async {
+            let out = fut.await;
+            let drafts = WRITE
+                .try_with(|s| {
+                    std::mem::take(&mut *s.drafts.lock().unwrap_or_else(PoisonError::into_inner))
+                })
+                .unwrap_or_default();
+            (out, drafts)
+        })
+        .await
+}
+
+/// The request source of the current write scope, if any.
+pub(crate) fn scope_source() -> Option<RequestSource> {
+    WRITE.try_with(|s| s.rs.clone()).ok().flatten()
+}
+
+/// Records `drafts` (deduplicated) at once — they share one coalescing window — and
+/// waits for their rows; the highest cursor.
+pub(crate) async fn record_all(sync: &SyncService, drafts: Vec<ChangeDraft>) -> Option<Cursor> {
+    let mut unique: Vec<ChangeDraft> = Vec::new();
+    for d in drafts {
+        if !unique.contains(&d) {
+            unique.push(d);
+        }
+    }
+    futures_util::future::join_all(unique.into_iter().map(|d| sync.record_and_wait(d)))
+        .await
+        .into_iter()
+        .flatten()
+        .max_by_key(|c| c.seq)
+}
+
+fn json_text<T: Serialize>(value: &T) -> DbResult<String> {
+    Ok(serde_json::to_string(value)?)
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(text: &str) -> DbResult<T> {
+    Ok(serde_json::from_str(text)?)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A new id: 32 random hex digits.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The raw columns of an item row.
+struct ItemRow {
+    id: String,
+    role: String,
+    text: String,
+    streaming: bool,
+    parent: Option<String>,
+    created_at: i64,
+    blocks: String,
+    ui_queries: Option<String>,
+    answers: String,
+    ui_choice: Option<String>,
+}
+
+const ITEM_COLUMNS: &str = "id, role, text, streaming, parent_tool_use_id, created_at, blocks, \
+                            ui_queries, answers, ui_choice";
+
+fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
+    Ok(ItemRow {
+        id: r.get(0)?,
+        role: r.get(1)?,
+        text: r.get(2)?,
+        streaming: r.get(3)?,
+        parent: r.get(4)?,
+        created_at: r.get(5)?,
+        blocks: r.get(6)?,
+        ui_queries: r.get(7)?,
+        answers: r.get(8)?,
+        ui_choice: r.get(9)?,
+    })
+}
+
+impl ItemRow {
+    fn into_item(self) -> DbResult<ChatItem> {
+        Ok(ChatItem {
+            id: self.id,
+            role: if self.role == "user" {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            text: self.text,
+            streaming: self.streaming,
+            created_at: u64::try_from(self.created_at).unwrap_or(0),
+            ui: parse_json(&self.blocks)?,
+            ui_queries: self.ui_queries.as_deref().map(parse_json).transpose()?,
+            ui_answers: parse_json(&self.answers)?,
+            ui_choice: self.ui_choice.as_deref().map(parse_json).transpose()?,
+        })
+    }
+
+    fn into_stored(self) -> DbResult<StoredItem> {
+        let parent = self.parent.clone();
+        let item = self.into_item()?;
+        Ok(StoredItem {
+            id: item.id,
+            assistant: item.role == Role::Assistant,
+            streaming: item.streaming,
+            parent_tool_use_id: parent,
+            text: item.text,
+            created_at: item.created_at,
+            blocks: item.ui,
+            ui_queries: item.ui_queries,
+            answers: item.ui_answers,
+        })
+    }
+}
+
+fn load_item(
+    conn: &rusqlite::Connection,
+    chat_id: &str,
+    item_id: &str,
+) -> DbResult<Option<ItemRow>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND id = ?2"),
+            params![chat_id, item_id],
+            item_row,
+        )
+        .optional()?)
+}
+
+fn chat_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatRow> {
+    Ok(ChatRow {
+        chat: Chat {
+            id: r.get(0)?,
+            title: r.get(1)?,
+            project: r.get(2)?,
+            created_at: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+        },
+        owner: r.get(4)?,
+    })
+}
+
+/// The chats, items and captured access of the server, in the application's SQLite file.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteUiStore {
+    db: Db,
+    feed: Option<SyncService>,
+}
+
+impl std::fmt::Debug for SqliteUiStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteUiStore")
+            .field("path", &self.db.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`SqliteUiStore::update_reply`] writes.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplyUpdate {
+    pub(crate) text: String,
+    pub(crate) blocks: Vec<Arc<Block>>,
+    pub(crate) streaming: bool,
+}
+
+impl SqliteUiStore {
+    pub(crate) fn new(db: Db, feed: Option<SyncService>) -> Self {
+        SqliteUiStore { db, feed }
+    }
+
+    /// Records that `chat_id` (owned by `owner`) changed: into the request's write scope,
+    /// or on the feed at once.
+    fn touched(&self, chat_id: &str, owner: &str) {
+        let draft = ChangeDraft {
+            source: CHATS_SOURCE.to_owned(),
+            audience: Some(Audience::user(owner)),
+            key: Some(chat_id.to_owned()),
+            rs: scope_source(),
+        };
+        let in_scope = WRITE
+            .try_with(|s| {
+                s.drafts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(draft.clone());
+            })
+            .is_ok();
+        if !in_scope && let Some(feed) = &self.feed {
+            let _ = feed.record(draft);
+        }
+    }
+
+    async fn owner_of(&self, chat_id: &str) -> Option<String> {
+        let id = chat_id.to_owned();
+        self.db
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT owner FROM ui_chats WHERE id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()?)
+            })
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn touch(&self, chat_id: &str) {
+        if let Some(owner) = self.owner_of(chat_id).await {
+            self.touched(chat_id, &owner);
+        }
+    }
+
+    /// Creates a chat owned by `owner` in `project`.
+    pub(crate) async fn create_chat(
+        &self,
+        owner: &str,
+        project: &str,
+        title: &str,
+    ) -> DbResult<Chat> {
+        let chat = Chat {
+            id: new_id(),
+            title: title.to_owned(),
+            project: project.to_owned(),
+            created_at: now_ms(),
+        };
+        let (c, o) = (chat.clone(), owner.to_owned());
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO ui_chats (id, owner, project, title, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![c.id, o, c.project, c.title, c.created_at as i64],
+                )?;
+                Ok(())
+            })
+            .await?;
+        self.touched(&chat.id, owner);
+        Ok(chat)
+    }
+
+    /// The chats of `owner`, newest first.
+    pub(crate) async fn chats_of(&self, owner: &str) -> DbResult<Vec<Chat>> {
+        let owner = owner.to_owned();
+        self.db
+            .read(move |c| {
+                let mut stmt = c.prepare(
+                    "SELECT id, title, project, created_at, owner FROM ui_chats \
+                     WHERE owner = ?1 ORDER BY created_at DESC, id",
+                )?;
+                let rows = stmt.query_map(params![owner], chat_row)?;
+                Ok(rows
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+                    .into_iter()
+                    .map(|r| r.chat)
+                    .collect())
+            })
+            .await
+    }
+
+    /// The chat `chat_id` with its owner.
+    pub(crate) async fn chat_row(&self, chat_id: &str) -> DbResult<Option<ChatRow>> {
+        let id = chat_id.to_owned();
+        self.db
+            .read(move |c| {
+                Ok(c.query_row(
+                    "SELECT id, title, project, created_at, owner FROM ui_chats WHERE id = ?1",
+                    params![id],
+                    chat_row,
+                )
+                .optional()?)
+            })
+            .await
+    }
+
+    /// The items of `chat_id`, oldest first.
+    pub(crate) async fn items(&self, chat_id: &str) -> DbResult<Vec<ChatItem>> {
+        let id = chat_id.to_owned();
+        self.db
+            .read(move |c| {
+                let mut stmt = c.prepare(&format!(
+                    "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 ORDER BY pos"
+                ))?;
+                let rows = stmt.query_map(params![id], item_row)?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()?
+                    .into_iter()
+                    .map(ItemRow::into_item)
+                    .collect()
+            })
+            .await
+    }
+
+    /// The item `item_id` of `chat_id` as a page reads it.
+    pub(crate) async fn chat_item(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+    ) -> DbResult<Option<ChatItem>> {
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        self.db
+            .read(move |conn| load_item(conn, &c, &i)?.map(ItemRow::into_item).transpose())
+            .await
+    }
+
+    /// Appends an item to the chat: an assistant reply (`streaming` while it streams) or a
+    /// person's message.
+    pub(crate) async fn add_item(
+        &self,
+        chat_id: &str,
+        role: Role,
+        text: &str,
+        streaming: bool,
+    ) -> DbResult<ChatItem> {
+        let item = ChatItem {
+            id: new_id(),
+            role,
+            text: text.to_owned(),
+            streaming,
+            created_at: now_ms(),
+            ui: Vec::new(),
+            ui_queries: None,
+            ui_answers: IndexMap::new(),
+            ui_choice: None,
+        };
+        let (chat, it) = (chat_id.to_owned(), item.clone());
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, created_at) \
+                     VALUES (?1, ?2, \
+                       (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
+                       ?3, ?4, ?5, ?6)",
+                    params![
+                        chat,
+                        it.id,
+                        it.role.as_str(),
+                        it.text,
+                        it.streaming,
+                        it.created_at as i64
+                    ],
+                )?;
+                Ok(())
+            })
+            .await?;
+        self.touch(chat_id).await;
+        Ok(item)
+    }
+
+    /// Stores a reply's text, compiled blocks and streaming flag.
+    pub(crate) async fn update_reply(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        update: ReplyUpdate,
+    ) -> DbResult<()> {
+        let blocks = json_text(&update.blocks)?;
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        self.db
+            .write(move |conn| {
+                conn.execute(
+                    "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5 \
+                     WHERE chat_id = ?1 AND id = ?2",
+                    params![c, i, update.text, blocks, update.streaming],
+                )?;
+                Ok(())
+            })
+            .await?;
+        self.touch(chat_id).await;
+        Ok(())
+    }
+
+    /// The stored item, as the host service sees it.
+    pub(crate) async fn stored_item(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+    ) -> DbResult<Option<StoredItem>> {
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        self.db
+            .read(move |conn| {
+                load_item(conn, &c, &i)?
+                    .map(ItemRow::into_stored)
+                    .transpose()
+            })
+            .await
+    }
+
+    /// Runs `f` in one write transaction on the application database (the write path of
+    /// sources).
+    pub(crate) async fn transaction<R, F>(&self, f: F) -> DbResult<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> DbResult<R> + Send + 'static,
+    {
+        self.db
+            .write(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let out = f(&tx)?;
+                tx.commit()?;
+                Ok(out)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl UiStore for SqliteUiStore {
+    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+        let row = self.chat_row(chat_id).await.ok()??;
+        let mut data = ui_core::Record::new();
+        data.insert("owner".into(), Value::from(row.owner.as_str()));
+        data.insert("project".into(), Value::from(row.chat.project.as_str()));
+        Some(ChatInfo {
+            chat_id: row.chat.id,
+            data: Value::record(data),
+        })
+    }
+
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
+        self.stored_item(chat_id, item_id).await.ok().flatten()
+    }
+
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        self.db
+            .read(move |conn| {
+                Ok(conn.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
+                       AND role = 'assistant' AND parent_tool_use_id IS NULL \
+                       AND pos > (SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2))",
+                    params![c, i],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+            .unwrap_or(false)
+    }
+
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let row: DbResult<Option<Option<String>>> = self
+            .db
+            .read(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT access FROM ui_access WHERE chat_id = ?1 AND item_id = ?2",
+                        params![c, i],
+                        |r| r.get(0),
+                    )
+                    .optional()?)
+            })
+            .await;
+        match row {
+            Ok(Some(Some(text))) => match Value::from_json_str(&text) {
+                Ok(v) => AccessRecord::Granted(Arc::new(v)),
+                Err(_) => AccessRecord::Denied,
+            },
+            Ok(Some(None)) => AccessRecord::Denied,
+            Ok(None) => AccessRecord::Absent,
+            // Unknown is never a grant.
+            Err(_) => AccessRecord::Denied,
+        }
+    }
+
+    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let text = access.map(|a| a.to_js_json());
+        let _ = self
+            .db
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (chat_id, item_id) DO UPDATE SET access = excluded.access",
+                    params![c, i, text],
+                )?;
+                Ok(())
+            })
+            .await;
+    }
+
+    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState) {
+        let Ok(text) = json_text(&state) else {
+            return;
+        };
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let written = self
+            .db
+            .write(move |conn| {
+                Ok(conn.execute(
+                    "UPDATE ui_items SET ui_queries = ?3 WHERE chat_id = ?1 AND id = ?2",
+                    params![c, i, text],
+                )?)
+            })
+            .await;
+        if matches!(written, Ok(n) if n > 0) {
+            self.touch(chat_id).await;
+        }
+    }
+
+    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult {
+        let (c, o, text) = (chat_id.to_owned(), origin.clone(), context.to_owned());
+        let sent = self
+            .db
+            .write(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                // A message already logged for this block and revision is the answer
+                // (crash recovery, `host.md` §12.1 step 4).
+                let mut existing = false;
+                {
+                    let mut stmt = tx.prepare(
+                        "SELECT ui_choice FROM ui_items WHERE chat_id = ?1 AND role = 'user' \
+                         AND ui_choice IS NOT NULL",
+                    )?;
+                    let rows = stmt.query_map(params![c], |r| r.get::<_, String>(0))?;
+                    for row in rows {
+                        let prior: ChoiceOrigin = parse_json(&row?)?;
+                        if prior.item_id == o.item_id
+                            && prior.block_id == o.block_id
+                            && prior.revision == o.revision
+                        {
+                            existing = true;
+                        }
+                    }
+                }
+                let queued: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
+                       AND role = 'assistant' AND streaming = 1)",
+                    params![c],
+                    |r| r.get(0),
+                )?;
+                if !existing {
+                    tx.execute(
+                        "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, \
+                           created_at, ui_choice) \
+                         VALUES (?1, ?2, \
+                           (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
+                           'user', ?3, 0, ?4, ?5)",
+                        params![c, new_id(), text, now_ms() as i64, json_text(&o)?],
+                    )?;
+                }
+                tx.commit()?;
+                Ok::<_, DbError>(SendResult {
+                    queued,
+                    turn_id: None,
+                })
+            })
+            .await
+            .unwrap_or_default();
+        self.touch(chat_id).await;
+        sent
+    }
+
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) {
+        let (c, a) = (chat_id.to_owned(), answer);
+        let written = self
+            .db
+            .write(move |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let text: Option<String> = tx
+                    .query_row(
+                        "SELECT answers FROM ui_items WHERE chat_id = ?1 AND id = ?2",
+                        params![c, a.origin.item_id],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(text) = text else {
+                    return Ok(false);
+                };
+                let mut answers: IndexMap<String, ChoiceAnswer> = parse_json(&text)?;
+                answers.insert(a.origin.block_id.clone(), a.clone());
+                tx.execute(
+                    "UPDATE ui_items SET answers = ?3 WHERE chat_id = ?1 AND id = ?2",
+                    params![c, a.origin.item_id, json_text(&answers)?],
+                )?;
+                tx.commit()?;
+                Ok(true)
+            })
+            .await;
+        if matches!(written, Ok(true)) {
+            self.touch(chat_id).await;
+        }
+    }
+}

@@ -21,7 +21,9 @@ async fn run(window_ms: u64, writes: usize) -> (Duration, Duration) {
     let limits = SyncLimits::DEFAULT
         .with("appenderWindow", window_ms)
         .expect("a valid window");
-    let service = SyncService::start(store, limits, []).await.expect("service");
+    let service = SyncService::start(store, limits, [])
+        .await
+        .expect("service");
     let mut hub = service.subscribe();
     let mut samples = Vec::with_capacity(writes);
     for i in 0..writes {

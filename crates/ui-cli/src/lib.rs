@@ -1,7 +1,8 @@
 //! # ui-cli
 //!
-//! The library behind the `uiblocks` binary: the JSON-lines [`driver`] that exposes the
-//! compiler to hosts in any language (`driver.md`).
+//! The library behind the `uiblocks` binary: the command line ([`cli`]), the subcommands
+//! ([`commands`]: `check`, `compile`, `fallback`, `catalog`, `schema`, `serve`) and the
+//! JSON-lines [`driver`] that exposes the compiler to hosts in any language (`driver.md`).
 //!
 //! ```
 //! let response = ui_cli::driver::handle_line(
@@ -11,4 +12,6 @@
 //! assert_eq!(response["fallbackText"], "Done\n");
 //! ```
 
+pub mod cli;
+pub mod commands;
 pub mod driver;

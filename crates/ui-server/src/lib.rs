@@ -24,6 +24,7 @@
 //! | `GET /api/catalog` | the catalog texts and sources for the agent's prompt |
 //! | `GET /api/schema`, `GET /api/schema/{type}` | JSON Schemas of the wire types |
 //! | `POST /api/sources/{name}/rows` | a source's write path, recorded as change events |
+//! | `GET /`, `/app.css`, `/app.js` | the demo page (plain HTML/CSS/JS, embedded) |
 //!
 //! ```
 //! use axum::body::Body;
@@ -87,10 +88,12 @@
 mod auth;
 mod config;
 mod db;
+mod demo;
 mod error;
 mod extract;
 mod feed;
 pub mod limits;
+mod page;
 mod replies;
 mod routes;
 pub mod schema;
@@ -104,6 +107,7 @@ pub use auth::{
     Authenticator, DEMO_USERS, DemoAuth, DemoUser, NoAuth, Principal, SESSION_COOKIE, cookie_value,
 };
 pub use config::{ServerConfig, SourcesConfig};
+pub use demo::{seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
     JsonBody, Params, QueryParams, REQUEST_SOURCE_HEADER, SYNC_SEQ_HEADER, WriteSource,

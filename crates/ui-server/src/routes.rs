@@ -48,7 +48,8 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/choice", post(ui_choice))
         .route("/ui/view", post(ui_view))
         .route("/ui/events", get(feed::events))
-        .route("/ui/poll", get(feed::poll));
+        .route("/ui/poll", get(feed::poll))
+        .merge(crate::page::routes());
     if state.demo().is_some() {
         routes = routes
             .route("/api/login", post(login))

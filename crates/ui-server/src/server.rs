@@ -10,17 +10,31 @@ use crate::error::ServerError;
 use crate::routes::router;
 use crate::state::AppState;
 
-/// Opens the state for `config`, binds `127.0.0.1:<config.port>` and serves until Ctrl-C.
+/// Opens the state for `config` (seeding the demo chats and starting the demo's CI-run
+/// writer when `config.demo` is set), binds `127.0.0.1:<config.port>` and serves until Ctrl-C.
 ///
 /// # Errors
 /// [`ServerError`] when the state cannot be opened or the socket fails.
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, config.port)).await?;
+    let demo = config.demo;
     let state = AppState::open(config).await?;
-    serve_on(listener, state, async {
+    let writer = if demo {
+        if let Err(e) = crate::demo::seed_demo(&state).await {
+            eprintln!("uiblocks: the demo seed failed: {e:?}");
+        }
+        Some(crate::demo::spawn_demo_writer(state.clone()))
+    } else {
+        None
+    };
+    let served = serve_on(listener, state, async {
         let _ = tokio::signal::ctrl_c().await;
     })
-    .await
+    .await;
+    if let Some(writer) = writer {
+        writer.abort();
+    }
+    served
 }
 
 /// Serves the router of `state` on `listener` until `shutdown` completes; then event

@@ -1,0 +1,155 @@
+//! The command line of `uiblocks`, parsed with clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `uiblocks`: compile, check and serve uiblocks replies.
+#[derive(Debug, Parser)]
+#[command(name = "uiblocks", version, about, long_about = None)]
+pub struct Cli {
+    /// The subcommand to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compile files as final replies and print every diagnostic (exit 1 when any).
+    Check(CheckArgs),
+    /// Compile a file and print its blocks as JSON.
+    Compile(CompileArgs),
+    /// Print the plain-text fallback of a reply.
+    Fallback(FallbackArgs),
+    /// Print the agent-facing catalog texts.
+    Catalog(CatalogArgs),
+    /// Print the JSON Schemas of the wire types (the list when no type is given).
+    Schema(SchemaArgs),
+    /// Run the JSON-lines driver on standard input and output (`driver.md`).
+    Driver,
+    /// Serve the HTTP API (and the demo) on 127.0.0.1.
+    Serve(ServeArgs),
+}
+
+/// How `check` prints its findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum CheckFormat {
+    /// Diagnostics like rustc's, with source snippets.
+    #[default]
+    Human,
+    /// One JSON object per file, one per line.
+    Json,
+}
+
+/// Options shared by the commands that compile a file.
+#[derive(Debug, Clone, Args)]
+pub struct SourceArgs {
+    /// The fence word that opens a UI block.
+    #[arg(long, default_value = ui_core::FENCE_LANGUAGE, value_name = "WORD")]
+    pub fence_language: String,
+    /// Treat each file as one block body (no fences) instead of a whole reply.
+    #[arg(long)]
+    pub block: bool,
+}
+
+/// Arguments of `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The files to check.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The output format. `json` prints `{file, blocks:[{id, diagnostics:[{code, message,
+    /// start, end, line, column, nodeId}]}]}` per file; `start`/`end` are the wire offsets
+    /// (UTF-16 units of the block source), `line`/`column` are 1-based in the file.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    pub format: CheckFormat,
+    /// Source options.
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+/// Arguments of `compile`.
+#[derive(Debug, Clone, Args)]
+pub struct CompileArgs {
+    /// The reply (or block, with `--block`) to compile.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Compile as the final reply (the default).
+    #[arg(long = "final", overrides_with = "no_final")]
+    pub is_final: bool,
+    /// Compile as a streaming preview: unclosed fences stay incomplete.
+    #[arg(long = "no-final", overrides_with = "is_final")]
+    pub no_final: bool,
+    /// Source options.
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+impl CompileArgs {
+    /// Whether to compile as the final reply.
+    pub fn final_reply(&self) -> bool {
+        !self.no_final
+    }
+}
+
+/// Arguments of `fallback`.
+#[derive(Debug, Clone, Args)]
+pub struct FallbackArgs {
+    /// The reply (or block, with `--block`).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Source options.
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+/// Which catalog text to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum CatalogFormat {
+    /// The full catalog text.
+    #[default]
+    Text,
+    /// The compact catalog.
+    Compact,
+    /// The session note for the agent's system prompt.
+    Note,
+    /// The language reference for the agent.
+    Reference,
+}
+
+/// Arguments of `catalog`.
+#[derive(Debug, Clone, Args)]
+pub struct CatalogArgs {
+    /// Which text to print.
+    #[arg(long, value_enum, default_value_t = CatalogFormat::Text)]
+    pub format: CatalogFormat,
+    /// The fence word the texts mention (note and reference).
+    #[arg(long, default_value = ui_core::FENCE_LANGUAGE, value_name = "WORD")]
+    pub fence_language: String,
+}
+
+/// Arguments of `schema`.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// The wire type; without it the type names are listed.
+    #[arg(value_name = "TYPE")]
+    pub type_name: Option<String>,
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Serve the demo: cookie sessions for `alice` and `bob`, the demo sources and links.
+    #[arg(long)]
+    pub demo: bool,
+    /// The port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The SQLite database (created when missing).
+    #[arg(long, value_name = "PATH", default_value = "uiblocks.db")]
+    pub db: PathBuf,
+    /// A `sources.toml` declaring the SQL sources (default with `--demo`: the demo's).
+    #[arg(long, value_name = "FILE")]
+    pub sources: Option<PathBuf>,
+}

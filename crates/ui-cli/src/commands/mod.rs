@@ -1,0 +1,68 @@
+//! The implementations of the `uiblocks` subcommands: each returns the process exit status
+//! (0 success, 1 findings, 2 usage or I/O errors).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use ui_compiler::{Block, CompileOptions, UiCompiler, compile_block};
+
+use crate::cli::{Command, SourceArgs};
+
+pub mod catalog;
+pub mod check;
+pub mod compile;
+pub mod schema;
+pub mod serve;
+
+/// The exit status for usage and I/O errors.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Runs `command`, printing errors to standard error, and returns the exit status.
+pub fn run(command: Command) -> ExitCode {
+    let result = match command {
+        Command::Check(args) => check::run(&args),
+        Command::Compile(args) => compile::run_compile(&args),
+        Command::Fallback(args) => compile::run_fallback(&args),
+        Command::Catalog(args) => catalog::run(&args),
+        Command::Schema(args) => schema::run(&args),
+        Command::Driver => run_driver(),
+        Command::Serve(args) => serve::run(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("uiblocks: error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn run_driver() -> anyhow::Result<u8> {
+    use std::io::{BufReader, stdin, stdout};
+    crate::driver::run(BufReader::new(stdin().lock()), stdout().lock()).context("driver")?;
+    Ok(0)
+}
+
+/// Reads `path` as UTF-8 text.
+///
+/// # Errors
+/// When the file cannot be read or is not UTF-8.
+pub fn read_source(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Compiles `text` as a reply (or, with `--block`, as one block body with the id `block`).
+pub fn compile_text(text: &str, source: &SourceArgs, is_final: bool) -> Vec<Arc<Block>> {
+    let options = CompileOptions {
+        is_final,
+        fence_language: source.fence_language.clone(),
+        ..CompileOptions::default()
+    };
+    if source.block {
+        vec![Arc::new(compile_block(text, "block", &options))]
+    } else {
+        UiCompiler::new().compile(text, &options)
+    }
+}

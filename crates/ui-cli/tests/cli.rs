@@ -1,0 +1,206 @@
+//! End-to-end tests of the `uiblocks` binary on temporary files.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value as Json;
+
+const OK_REPLY: &str = "Here you go.\n\n```ui\n<Summary>Done</Summary>\n```\n";
+const BAD_REPLY: &str = "Intro line.\n\n```ui\n<Summary>Done</Summary>\n<Frobnicate />\n```\n";
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uiblocks"))
+}
+
+/// A temporary file unique to this test process and `name`.
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("uiblocks-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+#[test]
+fn check_ok_file_exits_0() {
+    let path = temp_file("ok.md", OK_REPLY);
+    let out = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn check_bad_file_exits_1_with_snippet() {
+    let path = temp_file("bad.md", BAD_REPLY);
+    let out = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("error[unknown_component]"), "{text}");
+    // The unknown tag is on line 5 of the file, column 1.
+    assert!(text.contains("bad.md:5:1"), "{text}");
+    assert!(text.contains("<Frobnicate />"), "{text}");
+    assert!(text.contains('^'), "{text}");
+}
+
+#[test]
+fn check_json_has_lines_and_columns() {
+    let bad = temp_file("bad-json.md", BAD_REPLY);
+    let ok = temp_file("ok-json.md", OK_REPLY);
+    let out = run(&[
+        "check",
+        "--format",
+        "json",
+        bad.to_str().unwrap(),
+        ok.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<Json> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let block = &lines[0]["blocks"][0];
+    assert!(block["id"].as_str().unwrap().contains(":ui:"));
+    let d = &block["diagnostics"][0];
+    assert_eq!(d["code"], "unknown_component");
+    assert_eq!(d["line"], 5);
+    assert_eq!(d["column"], 1);
+    assert!(d["start"].is_u64() && d["end"].is_u64());
+    assert!(d["nodeId"].is_string());
+    assert_eq!(lines[1]["blocks"][0]["diagnostics"], Json::Array(vec![]));
+}
+
+#[test]
+fn check_block_mode_and_non_ascii_columns() {
+    let path = temp_file("block.ui", "<Summary>héllo ✓</Summary>\n  <Nope />\n");
+    let out = run(&[
+        "check",
+        "--block",
+        "--format",
+        "json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let d = &v["blocks"][0]["diagnostics"][0];
+    assert_eq!(d["line"], 2);
+    assert_eq!(d["column"], 3);
+}
+
+#[test]
+fn check_missing_file_exits_2() {
+    let out = run(&["check", "/nonexistent/uiblocks/file.md"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read"));
+}
+
+#[test]
+fn compile_prints_blocks_json() {
+    let path = temp_file("compile.md", OK_REPLY);
+    let out = run(&["compile", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Json = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["blocks"].as_array().unwrap().len(), 1);
+    assert_eq!(v["blocks"][0]["nodes"][0]["type"], "Summary");
+    assert_eq!(v["blocks"][0]["complete"], true);
+
+    let open = temp_file("open.md", "```ui\n<Summary>Do");
+    let out = run(&["compile", "--no-final", open.to_str().unwrap()]);
+    let v: Json = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["blocks"][0]["complete"], false);
+}
+
+#[test]
+fn fallback_prints_text() {
+    let path = temp_file("fallback.md", "```ui\n<Summary>Done</Summary>\n```\n");
+    let out = run(&["fallback", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "Done\n");
+}
+
+#[test]
+fn catalog_texts() {
+    for (format, expected) in [
+        ("text", ui_core::catalog::catalog_text()),
+        ("compact", ui_core::catalog::compact_catalog()),
+        ("note", ui_core::catalog::session_note("ui")),
+        ("reference", ui_core::catalog::reference_text("ui")),
+    ] {
+        let out = run(&["catalog", "--format", format]);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(stdout(&out).trim_end(), expected.trim_end(), "{format}");
+    }
+    let out = run(&["catalog", "--format", "note", "--fence-language", "widget"]);
+    assert!(stdout(&out).contains("widget"));
+}
+
+#[test]
+fn schema_lists_and_prints() {
+    let out = run(&["schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let first = stdout(&out).lines().next().unwrap().to_owned();
+    let out = run(&["schema", &first]);
+    assert_eq!(out.status.code(), Some(0));
+    let _: Json = serde_json::from_str(&stdout(&out)).unwrap();
+    let out = run(&["schema", "NoSuchType"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn help_for_every_subcommand() {
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    for sub in [
+        "check", "compile", "fallback", "catalog", "schema", "driver", "serve",
+    ] {
+        assert!(stdout(&out).contains(sub), "{sub}");
+        let out = run(&[sub, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{sub}");
+        assert!(stdout(&out).contains("Usage: uiblocks"), "{sub}");
+    }
+    let out = run(&["serve", "--help"]);
+    for flag in ["--demo", "--port", "--db", "--sources"] {
+        assert!(stdout(&out).contains(flag), "{flag}");
+    }
+}
+
+#[test]
+fn unknown_subcommand_exits_2() {
+    let out = run(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn driver_answers_compile() {
+    let mut child = bin()
+        .arg("driver")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = serde_json::json!({"op": "compile", "text": OK_REPLY});
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["fallbackText"], "Here you go.\n\nDone\n");
+}

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use ui_core::text::{truncate_utf16, utf16_len};
+use ui_core::text::{truncate_utf16, utf16_len, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
@@ -27,18 +27,7 @@ impl Cursor<'_> {
             self.unit = 0;
         }
         let span = &self.text[self.byte..byte];
-        self.unit += if span.is_ascii() {
-            span.len()
-        } else {
-            span.iter()
-                .map(|&b| match b {
-                    0x00..=0x7F => 1,
-                    0xF0..=0xFF => 2,
-                    0xC0..=0xEF => 1,
-                    _ => 0,
-                })
-                .sum()
-        };
+        self.unit += utf16_len_of_utf8(span);
         self.byte = byte;
         self.unit
     }

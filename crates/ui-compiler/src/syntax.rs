@@ -6,7 +6,7 @@
 //! compiler turns into the block's single diagnostic (§12.3).
 
 use memchr::memchr2;
-use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len};
+use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
 use crate::expr::{Expr, parse_expression};
@@ -103,28 +103,6 @@ const DECLARATION_SPECIAL: [bool; 256] = {
     t
 };
 
-/// UTF-16 units of the character a UTF-8 byte starts (0 for continuation bytes).
-#[inline]
-fn units_of(b: u8) -> u64 {
-    if b < 0x80 {
-        1
-    } else if b >= 0xF0 {
-        2
-    } else if b >= 0xC0 {
-        1
-    } else {
-        0
-    }
-}
-
-fn units_in(bytes: &[u8]) -> u64 {
-    if bytes.is_ascii() {
-        bytes.len() as u64
-    } else {
-        bytes.iter().map(|&b| units_of(b)).sum()
-    }
-}
-
 fn fail(code: Code, message: impl Into<Box<str>>) -> Failure {
     Failure::new(code, message)
 }
@@ -196,7 +174,7 @@ impl Parser<'_, '_, '_> {
 
     /// Charges one step per UTF-16 unit of `src[from..to]`.
     fn charge(&mut self, from: usize, to: usize) -> Result<(), Failure> {
-        let n = units_in(&self.b[from..to]);
+        let n = utf16_len_of_utf8(&self.b[from..to]) as u64;
         self.budget.step(n)
     }
 

@@ -48,6 +48,23 @@ pub fn utf16_len(s: &str) -> usize {
     }
 }
 
+/// UTF-16 units of the UTF-8 bytes `bytes` (which may start or end inside a character:
+/// a leading byte counts for its whole character, continuation bytes count nothing).
+#[inline]
+pub fn utf16_len_of_utf8(bytes: &[u8]) -> usize {
+    if bytes.is_ascii() {
+        return bytes.len();
+    }
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x00..=0x7F | 0xC0..=0xEF => 1,
+            0xF0..=0xFF => 2,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// The longest prefix of `s` whose UTF-16 length is at most `max_units`, never splitting a
 /// character (so a surrogate pair that would be cut is dropped whole).
 pub fn truncate_utf16(s: &str, max_units: usize) -> &str {
@@ -162,6 +179,7 @@ mod tests {
     #[test]
     fn utf16_lengths_and_truncation() {
         assert_eq!(utf16_len("é🐇"), 3);
+        assert_eq!(utf16_len_of_utf8("aé🐇".as_bytes()), 4);
         assert_eq!(truncate_utf16("a🐇b", 2), "a");
         assert_eq!(truncate_utf16("a🐇b", 3), "a🐇");
         assert_eq!(truncate_utf16("abc", 5), "abc");

@@ -1,8 +1,12 @@
 //! Live readings that follow change events (`sync.md` §8): `ui-host`'s service with a
 //! [`SyncService`] attached, on a paused clock and an in-memory log.
 
+mod common;
+
+use common::MemStore;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,93 +17,7 @@ use ui_host::{
     ChangeFeed, ChatInfo, FnSource, HostError, MemoryStore, QueryPayload, ReadingState,
     SourceRegistry, StoredItem, TokioClock, UiHost, UiQueries, block_revision,
 };
-use ui_sync::{
-    Audience, AudienceKind, AudienceSet, ChangeDraft, Epoch, LogMeta, LogRow, NewRow, PruneReport,
-    Retention, Salt, Seq, Snapshot, SyncError, SyncService, SyncStore,
-};
-
-/// A log in memory with switches for failures and stalls.
-struct MemStore {
-    meta: LogMeta,
-    rows: Mutex<Vec<LogRow>>,
-}
-
-impl MemStore {
-    fn new() -> Arc<Self> {
-        Arc::new(MemStore {
-            meta: LogMeta {
-                epoch: Epoch::random(),
-                salt: Salt([3; 32]),
-            },
-            rows: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Appends as another process would: the service is not told.
-    fn append_elsewhere(&self, row: NewRow) -> Seq {
-        let mut rows = self.rows.lock().unwrap();
-        let seq = Seq(rows.len() as u64 + 1);
-        rows.push(LogRow { seq, row });
-        seq
-    }
-}
-
-#[async_trait]
-impl SyncStore for MemStore {
-    fn meta(&self) -> &LogMeta {
-        &self.meta
-    }
-
-    async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<Seq>, SyncError> {
-        Ok(rows.into_iter().map(|r| self.append_elsewhere(r)).collect())
-    }
-
-    async fn head(&self) -> Result<Seq, SyncError> {
-        Ok(Seq(self.rows.lock().unwrap().len() as u64))
-    }
-
-    async fn tail(&self, after: Seq, limit: usize) -> Result<Vec<LogRow>, SyncError> {
-        let rows = self.rows.lock().unwrap();
-        Ok(rows
-            .iter()
-            .filter(|r| r.seq > after)
-            .take(limit)
-            .cloned()
-            .collect())
-    }
-
-    async fn snapshot(
-        &self,
-        after: Seq,
-        audiences: &AudienceSet,
-        limit: usize,
-    ) -> Result<Snapshot, SyncError> {
-        let rows = self.rows.lock().unwrap();
-        Ok(Snapshot {
-            epoch: self.meta.epoch.clone(),
-            pruned_through: Seq(0),
-            head: Seq(rows.len() as u64),
-            rows: rows
-                .iter()
-                .filter(|r| r.seq > after)
-                .filter(|r| {
-                    r.row.audience.kind == AudienceKind::Global
-                        || audiences.contains(&r.row.audience)
-                })
-                .take(limit)
-                .cloned()
-                .collect(),
-        })
-    }
-
-    async fn prune(&self, _now_ms: i64, _retention: Retention) -> Result<PruneReport, SyncError> {
-        Ok(PruneReport {
-            deleted: 0,
-            pruned_through: Seq(0),
-            rows: self.rows.lock().unwrap().len() as u64,
-        })
-    }
-}
+use ui_sync::{Audience, ChangeDraft, SyncService};
 
 /// The `ci.runs` feed: project `web`, one key per branch.
 struct RunsFeed;

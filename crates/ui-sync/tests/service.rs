@@ -4,122 +4,21 @@
 //! Most tests run on a paused clock against an in-memory store (below), so windows,
 //! backoff and grace periods are exact; the last ones use the real SQLite log.
 
+mod common;
+
+use common::MemStore;
+
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use ui_core::SyncLimits;
 use ui_sync::{
-    Audience, AudienceKind, AudienceSet, ChangeDraft, Epoch, LogMeta, LogRow, NewRow, Op,
-    PruneReport, ReadAfter, RequestSource, Retention, Salt, Seq, Snapshot, SqliteStore, SyncError,
-    SyncService, SyncStore,
+    Audience, AudienceSet, ChangeDraft, LogRow, NewRow, Op, ReadAfter, RequestSource, Seq,
+    SqliteStore, SyncError, SyncService,
 };
-
-/// A log in memory with switches for failures and stalls.
-struct MemStore {
-    meta: LogMeta,
-    rows: Mutex<Vec<LogRow>>,
-    fail: AtomicBool,
-    hold_snapshots: AtomicBool,
-    release: Notify,
-    prunes: AtomicU64,
-}
-
-impl MemStore {
-    fn new() -> Arc<Self> {
-        Arc::new(MemStore {
-            meta: LogMeta {
-                epoch: Epoch::random(),
-                salt: Salt([3; 32]),
-            },
-            rows: Mutex::new(Vec::new()),
-            fail: AtomicBool::new(false),
-            hold_snapshots: AtomicBool::new(false),
-            release: Notify::new(),
-            prunes: AtomicU64::new(0),
-        })
-    }
-
-    fn rows(&self) -> Vec<LogRow> {
-        self.rows.lock().unwrap().clone()
-    }
-
-    /// Appends as another process would: the service is not told.
-    fn append_elsewhere(&self, row: NewRow) -> Seq {
-        let mut rows = self.rows.lock().unwrap();
-        let seq = Seq(rows.len() as u64 + 1);
-        rows.push(LogRow { seq, row });
-        seq
-    }
-}
-
-#[async_trait]
-impl SyncStore for MemStore {
-    fn meta(&self) -> &LogMeta {
-        &self.meta
-    }
-
-    async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<Seq>, SyncError> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(SyncError::Store("injected failure".into()));
-        }
-        Ok(rows.into_iter().map(|r| self.append_elsewhere(r)).collect())
-    }
-
-    async fn head(&self) -> Result<Seq, SyncError> {
-        Ok(Seq(self.rows.lock().unwrap().len() as u64))
-    }
-
-    async fn tail(&self, after: Seq, limit: usize) -> Result<Vec<LogRow>, SyncError> {
-        let rows = self.rows.lock().unwrap();
-        Ok(rows
-            .iter()
-            .filter(|r| r.seq > after)
-            .take(limit)
-            .cloned()
-            .collect())
-    }
-
-    async fn snapshot(
-        &self,
-        after: Seq,
-        audiences: &AudienceSet,
-        limit: usize,
-    ) -> Result<Snapshot, SyncError> {
-        if self.hold_snapshots.load(Ordering::SeqCst) {
-            self.release.notified().await;
-        }
-        let rows = self.rows.lock().unwrap();
-        Ok(Snapshot {
-            epoch: self.meta.epoch.clone(),
-            pruned_through: Seq(0),
-            head: Seq(rows.len() as u64),
-            rows: rows
-                .iter()
-                .filter(|r| r.seq > after)
-                .filter(|r| {
-                    r.row.audience.kind == AudienceKind::Global
-                        || audiences.contains(&r.row.audience)
-                })
-                .take(limit)
-                .cloned()
-                .collect(),
-        })
-    }
-
-    async fn prune(&self, _now_ms: i64, _retention: Retention) -> Result<PruneReport, SyncError> {
-        self.prunes.fetch_add(1, Ordering::SeqCst);
-        Ok(PruneReport {
-            deleted: 0,
-            pruned_through: Seq(0),
-            rows: self.rows.lock().unwrap().len() as u64,
-        })
-    }
-}
 
 fn draft(
     source: &str,

@@ -46,7 +46,7 @@ fn checks(c: &mut Criterion) {
             .as_record()
             .unwrap()
             .clone();
-        let queries = Record::new();
+        let queries = Record::default();
         let mut choice = None;
         block.walk(&mut |n| {
             if n.kind == "Choice" && choice.is_none() {

@@ -185,7 +185,7 @@ fn setup() -> Setup {
     assert_eq!(frozen.blocks[&block.id].readings.len(), 2);
     // Past the 250 ms gap after the freeze's reads.
     clock.0.fetch_add(10_000, Ordering::Relaxed);
-    let mut values = Record::new();
+    let mut values = Record::default();
     values.insert("$branch".to_owned(), Value::from("release/3.2"));
     let payload = QueryPayload {
         chat_id: "c1".to_owned(),

@@ -237,7 +237,7 @@ impl<'r> Request<'r> {
         };
         match source.map(Value::from) {
             Some(Value::Record(r)) => Arc::unwrap_or_clone(r),
-            _ => Record::new(),
+            _ => Record::default(),
         }
     }
 
@@ -354,7 +354,7 @@ impl<'r> Request<'r> {
                 args.insert(name.clone(), entry);
             }
             let validated =
-                match validated_state(block, &input, &Record::new(), self.eval_limits, &*clock)
+                match validated_state(block, &input, &Record::default(), self.eval_limits, &*clock)
                     .and_then(|s| s.scope())
                 {
                     Ok(scope) => {
@@ -496,7 +496,7 @@ impl<'r> Request<'r> {
         let expr = parse_expression(&self.text, &mut budget)?;
         let vars = match self.raw.get("variables").map(Value::from) {
             Some(Value::Record(r)) => Arc::unwrap_or_clone(r),
-            _ => Record::new(),
+            _ => Record::default(),
         };
         let ast = serde_json::to_value(&expr).unwrap_or(Json::Null);
         Ok(match evaluate(&expr, &vars, &mut budget) {

@@ -10,7 +10,7 @@ use ui_core::{
 
 use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate};
-use crate::fallback::node_fallback;
+use crate::fallback::node_fallback_with;
 use crate::syntax::{DiagSink, SynKind, Syntax, parse};
 
 /// What a host tells the compiler about its query sources: whether a source is registered
@@ -101,7 +101,7 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
         start: 0,
         end: len16,
         complete: options.is_final,
-        defaults: Record::new(),
+        defaults: Record::default(),
         queries: IndexMap::new(),
         nodes: Vec::new(),
         diagnostics: Vec::new(),
@@ -141,7 +141,7 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
             // Anything else escaping the guards is an internal error (§12.3).
             Failure::new(Code::InvalidSyntax, failure.message)
         };
-        block.defaults = Record::new();
+        block.defaults = Record::default();
         block.queries = IndexMap::new();
         block.nodes = Vec::new();
         block.diagnostics = vec![
@@ -158,7 +158,7 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
 
 struct Compiler<'a, 'o, 'b, 'c> {
     source: &'a str,
-    syntax: &'a Syntax,
+    syntax: &'a Syntax<'a>,
     options: &'a CompileOptions<'o>,
     budget: &'b mut Budget<'c>,
     sink: &'a DiagSink<'a>,
@@ -188,7 +188,7 @@ impl Compiler<'_, '_, '_, '_> {
 
     fn declarations(&mut self, len16: u32) -> Result<(), Failure> {
         let is_query = |e: &Expr| matches!(e, Expr::Call { name, .. } if name == "Query");
-        let empty = Record::new();
+        let empty = Record::default();
         for decl in self.syntax.decls.iter().filter(|d| !is_query(&d.expr)) {
             let result = if decl.expr.is_constant() {
                 evaluate(&decl.expr, &empty, self.budget)
@@ -227,7 +227,7 @@ impl Compiler<'_, '_, '_, '_> {
         if args.len() != 2 || !args[0].is_constant() || !matches!(args[1], Expr::Object(_)) {
             return Err(invalid("Write a query as @Query(\"source\", {arguments})."));
         }
-        let empty = Record::new();
+        let empty = Record::default();
         let source = evaluate(&args[0], &empty, self.budget)?;
         let mut undeclared = None;
         args[1].visit_references(&mut |name| {
@@ -288,7 +288,7 @@ impl Compiler<'_, '_, '_, '_> {
         let mut node = Node {
             id: self.sink.node_id(syn.start),
             kind: String::new(),
-            props: Record::new(),
+            props: Record::default(),
             expressions: IndexMap::new(),
             bindings: IndexMap::new(),
             children: Vec::new(),
@@ -302,9 +302,8 @@ impl Compiler<'_, '_, '_, '_> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
                 node.kind = TEXT_TYPE.to_owned();
-                node.props
-                    .insert("text".to_owned(), Value::from(text.as_str()));
-                node.fallback = text.clone();
+                node.props.insert("text".to_owned(), Value::from(*text));
+                node.fallback = (*text).to_owned();
                 return Ok(node);
             }
             SynKind::TextExpr(expr) => {
@@ -324,11 +323,13 @@ impl Compiler<'_, '_, '_, '_> {
                 }
                 return Ok(node);
             }
-            SynKind::Tag { name, props } => (name.as_str(), props),
+            SynKind::Tag { name, props } => (*name, props),
         };
         node.kind = name.to_owned();
-        let mut fallback_props = Record::new();
-        let guarded = self.component(&mut node, name, props, parent, &mut fallback_props);
+        // The values of the node's expressions in the defaults; with `node.props`, what
+        // the fallback text reads.
+        let mut evaluated = Record::default();
+        let guarded = self.component(&mut node, name, props, parent, &mut evaluated);
         match guarded {
             Ok(()) => {}
             Err(f) if is_budget(&f) => return Err(f),
@@ -342,12 +343,18 @@ impl Compiler<'_, '_, '_, '_> {
             _ => Some(name),
         };
         let mut children_text = String::new();
+        node.children.reserve_exact(syn.children.len());
         for &child in &syn.children {
             let compiled = self.node(child, depth + 1, child_parent)?;
             children_text.push_str(&compiled.fallback);
             node.children.push(compiled);
         }
-        let mut fallback = node_fallback(name, &fallback_props, &children_text);
+        let props = &node.props;
+        let mut fallback = node_fallback_with(
+            name,
+            |key| props.get(key).or_else(|| evaluated.get(key)),
+            &children_text,
+        );
         if is_blank(&fallback) {
             let raw = &self.source[syn.start..syn.end];
             let cap = self.options.reply_limits.node_source_fallback() as usize;
@@ -372,9 +379,9 @@ impl Compiler<'_, '_, '_, '_> {
         &mut self,
         node: &mut Node,
         name: &str,
-        props: &[(String, Expr)],
+        props: &[(&str, Expr)],
         parent: Option<&str>,
-        fallback_props: &mut Record,
+        evaluated: &mut Record,
     ) -> Result<(), Failure> {
         let Some(component) = catalog::lookup(name) else {
             return Err(failure(
@@ -400,11 +407,12 @@ impl Compiler<'_, '_, '_, '_> {
                 format!("`{}` cannot hold `{name}`.", parent_component.name()),
             ));
         }
-        let empty = Record::new();
-        for (prop, expr) in props {
-            if component.action() == Some(prop.as_str()) {
+        let empty = Record::default();
+        node.props.reserve(props.len());
+        for &(prop, ref expr) in props {
+            if component.action() == Some(prop) {
                 self.check_action(expr)?;
-                node.expressions.insert(prop.clone(), expr.clone());
+                node.expressions.insert(prop.to_owned(), expr.clone());
             } else if !component.has_prop(prop) {
                 let f = failure(
                     Code::RefusedProp,
@@ -413,15 +421,14 @@ impl Compiler<'_, '_, '_, '_> {
                 self.node_diag(node, f);
             } else if expr.is_constant() {
                 let v = evaluate(expr, &empty, self.budget)?;
-                node.props.insert(prop.clone(), v.clone());
-                fallback_props.insert(prop.clone(), v);
+                node.props.insert(prop.to_owned(), v);
             } else {
-                node.expressions.insert(prop.clone(), expr.clone());
-                if component.binding() == Some(prop.as_str())
+                node.expressions.insert(prop.to_owned(), expr.clone());
+                if component.binding() == Some(prop)
                     && let Some(reference) = expr.as_reference()
                     && self.is_local_state(reference)
                 {
-                    node.bindings.insert(prop.clone(), reference.to_owned());
+                    node.bindings.insert(prop.to_owned(), reference.to_owned());
                 }
             }
         }
@@ -430,10 +437,8 @@ impl Compiler<'_, '_, '_, '_> {
             && let Some(latest) = &self.options.latest_attachment
         {
             node.props.shift_remove("generated");
-            fallback_props.shift_remove("generated");
             node.props
                 .insert("attachment".to_owned(), Value::from(latest.as_str()));
-            fallback_props.insert("attachment".to_owned(), Value::from(latest.as_str()));
         }
         if let Some(action) = component.action()
             && node.complete
@@ -445,22 +450,26 @@ impl Compiler<'_, '_, '_, '_> {
             ));
         }
         let mut resolved = true;
-        let mut checked = node.props.clone();
         for (prop, expr) in &node.expressions {
             if component.action() == Some(prop.as_str()) {
                 continue;
             }
             match evaluate(expr, &self.block.defaults, self.budget) {
                 Ok(v) => {
-                    checked.insert(prop.clone(), v.clone());
-                    fallback_props.insert(prop.clone(), v);
+                    evaluated.insert(prop.clone(), v);
                 }
                 Err(f) if is_budget(&f) => return Err(f),
                 Err(_) => resolved = false,
             }
         }
         if resolved && node.complete {
-            validate(component, &checked)?;
+            if evaluated.is_empty() {
+                validate(component, &node.props)?;
+            } else {
+                let mut checked = node.props.clone();
+                checked.extend(evaluated.iter().map(|(k, v)| (k.clone(), v.clone())));
+                validate(component, &checked)?;
+            }
         }
         Ok(())
     }
@@ -481,8 +490,8 @@ impl Compiler<'_, '_, '_, '_> {
     }
 }
 
-fn validate(component: &Component, props: &Record) -> Result<Record, Failure> {
-    component.validate(props).map_err(Failure::from)
+fn validate(component: &Component, props: &Record) -> Result<(), Failure> {
+    component.check(props).map_err(Failure::from)
 }
 
 /// The target rule shared by compiler, evaluator and state (`language.md` §15.5): the

@@ -195,7 +195,7 @@ fn refused_block(
         start,
         end,
         complete,
-        defaults: Record::new(),
+        defaults: Record::default(),
         queries: IndexMap::new(),
         nodes: Vec::new(),
         diagnostics: vec![reply_diagnostic(why, start, end)],

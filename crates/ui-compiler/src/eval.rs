@@ -78,7 +78,7 @@ impl Evaluator<'_, '_> {
             id: format!("{}{suffix}", node.id),
             source_id: node.id.clone(),
             kind: node.kind.clone(),
-            props: Record::new(),
+            props: Record::default(),
             bindings: IndexMap::new(),
             action: None,
             children: Vec::new(),
@@ -158,7 +158,7 @@ impl Evaluator<'_, '_> {
         let action_prop = component.and_then(|c| c.action());
         let mut props = match self.budget.copy_value(&Value::record(node.props.clone()))? {
             Value::Record(r) => std::sync::Arc::unwrap_or_clone(r),
-            _ => Record::new(),
+            _ => Record::default(),
         };
         for (prop, expr) in &node.expressions {
             if Some(prop.as_str()) == action_prop {

@@ -6,11 +6,20 @@ use ui_core::{Record, Value};
 /// its children (`node_fallback`, `catalog.md` §7.2). Works for unknown types too (they use
 /// the generic rule).
 pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
-    let plain = |key: &str| props.get(key).map(Value::plain_text).unwrap_or_default();
-    let present = |key: &str| props.get(key).filter(|v| !v.is_null());
+    node_fallback_with(kind, |key| props.get(key), children)
+}
+
+/// [`node_fallback`] over any lookup of the props by name.
+pub(crate) fn node_fallback_with<'v>(
+    kind: &str,
+    get: impl Fn(&str) -> Option<&'v Value>,
+    children: &str,
+) -> String {
+    let plain = |key: &str| get(key).map(Value::plain_text).unwrap_or_default();
+    let present = |key: &str| get(key).filter(|v| !v.is_null());
     let label_key = if present("label").is_some() {
         Some("label")
-    } else if props.contains_key("title") {
+    } else if get("title").is_some() {
         Some("title")
     } else {
         None
@@ -19,19 +28,24 @@ pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
     match kind {
         "$text" => plain("text"),
         "Stat" => {
-            let mut out = label();
+            let mut out = String::with_capacity(64);
+            if let Some(label) = label_key.and_then(&get) {
+                label.write_plain(&mut out);
+            }
             out.push_str(": ");
-            out.push_str(&plain("value"));
-            if props.get("unit").is_some_and(Value::is_truthy) {
+            if let Some(value) = get("value") {
+                value.write_plain(&mut out);
+            }
+            if let Some(unit) = get("unit").filter(|v| v.is_truthy()) {
                 out.push(' ');
-                out.push_str(&plain("unit"));
+                unit.write_plain(&mut out);
             }
             out.push('\n');
             out
         }
         "Source" => format!("{}: {}\n", label(), plain("url")),
-        "Table" => format!("{}\n", json_or_empty(props.get("rows"))),
-        "Chart" => format!("{}\n", json_or_empty(props.get("data"))),
+        "Table" => format!("{}\n", json_or_empty(get("rows"))),
+        "Chart" => format!("{}\n", json_or_empty(get("data"))),
         "Image" => {
             let source = ["alt", "attachment", "generated"]
                 .into_iter()
@@ -48,7 +62,7 @@ pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
             let target = present("path")
                 .or_else(|| present("sha"))
                 .map(Some)
-                .or_else(|| (kind == "Node" && props.contains_key("id")).then(|| props.get("id")));
+                .or_else(|| (kind == "Node" && get("id").is_some()).then(|| get("id")));
             if let Some(target) = target {
                 if let Some(v) = target {
                     v.write_plain(&mut out);
@@ -56,7 +70,7 @@ pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
                 out.push(' ');
             }
             out.push_str(children);
-            if let Some(context) = props.get("context").filter(|v| v.is_truthy()) {
+            if let Some(context) = get("context").filter(|v| v.is_truthy()) {
                 out.push('\n');
                 context.write_plain(&mut out);
             }

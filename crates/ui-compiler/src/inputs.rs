@@ -18,7 +18,7 @@ use crate::state::UiState;
 pub fn input_values(block: &Block, state: &UiState) -> Result<Record, Failure> {
     // Input names are local state, never readings, so the values are the state's own.
     let values = state.values();
-    let mut out = Record::new();
+    let mut out = Record::default();
     for name in input_names(block) {
         if let Some(value) = values.get(name) {
             out.insert(name.to_owned(), value.clone());

@@ -68,9 +68,9 @@ impl UiState {
         let mut state = UiState {
             id: String::new(),
             limits,
-            defaults: Record::new(),
-            values: Record::new(),
-            readings: Record::new(),
+            defaults: Record::default(),
+            values: Record::default(),
+            readings: Record::default(),
             signatures: IndexMap::new(),
             revision: 0,
             listeners: Vec::new(),
@@ -90,7 +90,7 @@ impl UiState {
     fn copy_record(&self, record: &Record) -> Result<Record, Failure> {
         match self.copy(&Value::record(record.clone()))? {
             Value::Record(r) => Ok(std::sync::Arc::unwrap_or_clone(r)),
-            _ => Ok(Record::new()),
+            _ => Ok(Record::default()),
         }
     }
 

@@ -9,7 +9,7 @@ use memchr::memchr2;
 use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
-use crate::expr::{Expr, parse_expression};
+use crate::expr::{Expr, parse_expression, parse_plain_literal};
 
 /// A parsed declaration: `$name = value`.
 #[derive(Debug, Clone)]
@@ -21,22 +21,22 @@ pub(crate) struct Decl {
 
 /// What a syntax node is.
 #[derive(Debug, Clone)]
-pub(crate) enum SynKind {
+pub(crate) enum SynKind<'s> {
     /// A literal text run (or `CodeBlock` content).
-    Text(String),
+    Text(&'s str),
     /// A `{expression}` in text; `None` while the braces are still open (streaming).
     TextExpr(Option<Expr>),
     /// A tag with its props in written order.
     Tag {
-        name: String,
-        props: Vec<(String, Expr)>,
+        name: &'s str,
+        props: Vec<(&'s str, Expr)>,
     },
 }
 
 /// One syntax node; offsets are UTF-8 bytes into the block source.
 #[derive(Debug, Clone)]
-pub(crate) struct SynNode {
-    pub(crate) kind: SynKind,
+pub(crate) struct SynNode<'s> {
+    pub(crate) kind: SynKind<'s>,
     pub(crate) start: usize,
     pub(crate) end: usize,
     pub(crate) complete: bool,
@@ -45,9 +45,9 @@ pub(crate) struct SynNode {
 
 /// The parse result: declarations, the node arena with its top-level list, diagnostics.
 #[derive(Debug, Default)]
-pub(crate) struct Syntax {
+pub(crate) struct Syntax<'s> {
     pub(crate) decls: Vec<Decl>,
-    pub(crate) nodes: Vec<SynNode>,
+    pub(crate) nodes: Vec<SynNode<'s>>,
     pub(crate) top: Vec<usize>,
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
@@ -62,7 +62,11 @@ pub(crate) struct DiagSink<'a> {
 impl DiagSink<'_> {
     /// A node id for a node starting at byte `start`.
     pub(crate) fn node_id(&self, start: usize) -> String {
-        format!("{}:{}", self.block_id, self.map.utf16(start))
+        let mut id = String::with_capacity(self.block_id.len() + 11);
+        id.push_str(self.block_id);
+        id.push(':');
+        push_decimal(&mut id, self.map.utf16(start) as u64);
+        id
     }
 
     /// Converts a byte range to UTF-16.
@@ -117,24 +121,24 @@ fn is_name_continue(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
-struct Parser<'s, 'b, 'c> {
+struct Parser<'s, 'd, 'b, 'c> {
     src: &'s str,
     b: &'s [u8],
     pos: usize,
     fin: bool,
     budget: &'b mut Budget<'c>,
-    sink: &'s DiagSink<'s>,
-    out: Syntax,
+    sink: &'d DiagSink<'d>,
+    out: Syntax<'s>,
     stack: Vec<usize>,
 }
 
 /// Parses one block source. `Err` is a whole-block failure.
-pub(crate) fn parse(
-    src: &str,
+pub(crate) fn parse<'s>(
+    src: &'s str,
     fin: bool,
     sink: &DiagSink<'_>,
     budget: &mut Budget<'_>,
-) -> Result<Syntax, Failure> {
+) -> Result<Syntax<'s>, Failure> {
     let limit = budget.limits().characters();
     if utf16_len(src) as u64 > limit {
         return Err(fail(
@@ -142,6 +146,7 @@ pub(crate) fn parse(
             format!("The block is longer than {limit} characters."),
         ));
     }
+    let capacity = node_capacity(src.as_bytes(), budget.limits().nodes());
     let mut p = Parser {
         src,
         b: src.as_bytes(),
@@ -149,7 +154,12 @@ pub(crate) fn parse(
         fin,
         budget,
         sink,
-        out: Syntax::default(),
+        out: Syntax {
+            // Every node but text starts at `<` or `{`, and text lies between them: a
+            // bound that spares the arena its regrowth.
+            nodes: Vec::with_capacity(capacity),
+            ..Syntax::default()
+        },
         stack: Vec::new(),
     };
     p.declarations()?;
@@ -157,7 +167,7 @@ pub(crate) fn parse(
     Ok(p.out)
 }
 
-impl Parser<'_, '_, '_> {
+impl<'s> Parser<'s, '_, '_, '_> {
     fn len(&self) -> usize {
         self.b.len()
     }
@@ -186,6 +196,16 @@ impl Parser<'_, '_, '_> {
     /// Skips W, one step per unit.
     fn skip_ws(&mut self) -> Result<(), Failure> {
         let from = self.pos;
+        // ASCII first: W's other members are rare.
+        while let Some(&b) = self.b.get(self.pos) {
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => self.pos += 1,
+                _ => break,
+            }
+        }
+        if self.pos == from && self.b.get(self.pos).is_some_and(u8::is_ascii) {
+            return Ok(());
+        }
         while let Some(c) = self.char_at(self.pos) {
             if !is_js_whitespace(c) {
                 break;
@@ -195,7 +215,7 @@ impl Parser<'_, '_, '_> {
         self.charge(from, self.pos)
     }
 
-    fn match_tag_name(&mut self) -> Option<&'_ str> {
+    fn match_tag_name(&mut self) -> Option<&'s str> {
         let start = self.pos;
         if self.pos < self.len() && self.b[self.pos].is_ascii_alphabetic() {
             self.pos += 1;
@@ -208,7 +228,7 @@ impl Parser<'_, '_, '_> {
         }
     }
 
-    fn match_prop_name(&mut self) -> Option<&'_ str> {
+    fn match_prop_name(&mut self) -> Option<&'s str> {
         let start = self.pos;
         if self.pos < self.len() && is_name_start(self.b[self.pos]) {
             self.pos += 1;
@@ -388,14 +408,14 @@ impl Parser<'_, '_, '_> {
         Ok(())
     }
 
-    fn tag_name(&self, idx: usize) -> String {
+    fn tag_name(&self, idx: usize) -> &'s str {
         match &self.out.nodes[idx].kind {
-            SynKind::Tag { name, .. } => name.clone(),
-            _ => String::new(),
+            SynKind::Tag { name, .. } => name,
+            _ => "",
         }
     }
 
-    fn add_node(&mut self, kind: SynKind, start: usize, end: usize, complete: bool) -> usize {
+    fn add_node(&mut self, kind: SynKind<'s>, start: usize, end: usize, complete: bool) -> usize {
         let idx = self.out.nodes.len();
         self.out.nodes.push(SynNode {
             kind,
@@ -421,7 +441,6 @@ impl Parser<'_, '_, '_> {
         let droppable = text.chars().all(is_js_whitespace) && text.contains(['\n', '\r']);
         if !droppable {
             self.budget.node()?;
-            let text = text.to_owned();
             self.add_node(SynKind::Text(text), start, self.pos, true);
         }
         Ok(())
@@ -502,7 +521,7 @@ impl Parser<'_, '_, '_> {
         if self.pos < self.len() && self.b[self.pos] == b'/' {
             return self.closing_tag();
         }
-        let Some(name) = self.match_tag_name().map(str::to_owned) else {
+        let Some(name) = self.match_tag_name() else {
             if !self.fin && self.at_end() {
                 return Ok(());
             }
@@ -538,10 +557,10 @@ impl Parser<'_, '_, '_> {
                 return Ok(());
             }
             let name_start = self.pos;
-            let Some(prop) = self.match_prop_name().map(str::to_owned) else {
+            let Some(prop) = self.match_prop_name() else {
                 return self.wait_or(idx, Code::InvalidProp, "Expected a prop name.");
             };
-            if let Err(f) = check_key(&prop) {
+            if let Err(f) = check_key(prop) {
                 // The name is refused before it is consumed.
                 self.pos = name_start;
                 return Err(f);
@@ -590,7 +609,11 @@ impl Parser<'_, '_, '_> {
                     format!("The prop `{prop}` is written twice."),
                 ));
             }
-            let expr = parse_expression(&self.src[value.0..value.1], self.budget)?;
+            let raw = &self.src[value.0..value.1];
+            let expr = match parse_plain_literal(raw, self.budget) {
+                Some(parsed) => parsed?,
+                None => parse_expression(raw, self.budget)?,
+            };
             self.props_of(idx).push((prop, expr));
         }
         let len = self.len();
@@ -615,7 +638,7 @@ impl Parser<'_, '_, '_> {
         Err(fail(code, message))
     }
 
-    fn props_of(&mut self, idx: usize) -> &mut Vec<(String, Expr)> {
+    fn props_of(&mut self, idx: usize) -> &mut Vec<(&'s str, Expr)> {
         match &mut self.out.nodes[idx].kind {
             SynKind::Tag { props, .. } => props,
             _ => unreachable!("props_of is only called on tags"),
@@ -654,7 +677,7 @@ impl Parser<'_, '_, '_> {
     }
 
     /// A quoted prop still open at the end of a streaming prefix: the text so far.
-    fn partial_prop(&mut self, idx: usize, prop: String, open: usize) -> Result<(), Failure> {
+    fn partial_prop(&mut self, idx: usize, prop: &'s str, open: usize) -> Result<(), Failure> {
         let len = self.len();
         self.out.nodes[idx].end = len;
         let q = self.b[open];
@@ -682,7 +705,7 @@ impl Parser<'_, '_, '_> {
             None => (self.len(), false),
         };
         self.budget.node()?;
-        let text = self.src[content_start..content_end].to_owned();
+        let text = &self.src[content_start..content_end];
         // The content node is a child of the CodeBlock, which is never on the stack.
         let child = self.out.nodes.len();
         self.out.nodes.push(SynNode {
@@ -717,7 +740,7 @@ impl Parser<'_, '_, '_> {
 
     fn closing_tag(&mut self) -> Result<(), Failure> {
         self.pos += 1;
-        let Some(name) = self.match_tag_name().map(str::to_owned) else {
+        let Some(name) = self.match_tag_name() else {
             if !self.fin && self.at_end() {
                 return Ok(());
             }
@@ -770,6 +793,32 @@ impl Parser<'_, '_, '_> {
         }
         Ok(())
     }
+}
+
+/// Appends `n` in decimal (what `format!("{n}")` writes, without the formatting machinery).
+pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// A bound on the syntax nodes of `src`, at most `limit` (the node budget): one per `<`
+/// and `{`, plus a text run before each and one at the end.
+fn node_capacity(src: &[u8], limit: u64) -> usize {
+    let opens = memchr::memchr2_iter(b'<', b'{', src).count();
+    (2 * opens + 1)
+        .min(usize::try_from(limit).unwrap_or(usize::MAX))
+        .min(1 << 16)
 }
 
 /// Whether `s` ends with a backslash that escapes nothing.

@@ -31,7 +31,7 @@ fn copy_record(record: &Record, limits: UiLimits, clock: &dyn Clock) -> Result<R
     let mut budget = Budget::new(limits, clock);
     match budget.copy_value(&Value::record(record.clone()))? {
         Value::Record(r) => Ok(Arc::unwrap_or_clone(r)),
-        _ => Ok(Record::new()),
+        _ => Ok(Record::default()),
     }
 }
 
@@ -151,7 +151,7 @@ pub fn query_arguments(
             format!("`{name}` is not a query of this block."),
         ));
     };
-    let state = validated_state(block, input, &Record::new(), limits, clock)?;
+    let state = validated_state(block, input, &Record::default(), limits, clock)?;
     let Some(expression) = &query.expression else {
         return Ok(query.args.clone());
     };

@@ -388,7 +388,7 @@ fn identity_follows_allocations_after_the_boundary() {
     // The boundary copy is charged in full, but it shares the allocations: a caller that
     // stores one value under two names gets them identical (documented on `evaluate`).
     let shared = Value::from_json_str("[1, 2]").unwrap();
-    let mut vars = Record::new();
+    let mut vars = Record::default();
     vars.insert("$a".into(), shared.clone());
     vars.insert("$b".into(), shared.clone());
     let value = evaluate(&parse("$a"), &vars, &mut budget()).unwrap();
@@ -459,7 +459,7 @@ fn forbidden_names_are_refused_at_parse_time() {
 
 #[test]
 fn forbidden_names_from_the_wire_are_refused_at_evaluation() {
-    let mut scope = Record::new();
+    let mut scope = Record::default();
     scope.insert("constructor".into(), Value::from(1));
     for expr in [
         reference("constructor"),
@@ -671,12 +671,12 @@ fn unknown_wire_nodes_are_kept_and_fail_when_evaluated() {
     let expr = wire(raw.clone());
     assert_eq!(expr, Expr::Unknown(raw.clone()));
     assert_eq!(serde_json::to_value(&expr).unwrap(), raw);
-    let err = evaluate(&expr, &Record::new(), &mut budget()).unwrap_err();
+    let err = evaluate(&expr, &Record::default(), &mut budget()).unwrap_err();
     assert_eq!(err.code, Code::InvalidExpression);
     // Inside a known node only the unknown child is opaque.
     let nested = wire(json!({"kind": "array", "items": [{"kind": "literal", "value": 1}, raw]}));
     assert!(matches!(&nested, Expr::Array(items) if matches!(items[1], Expr::Unknown(_))));
-    let err = evaluate(&nested, &Record::new(), &mut budget()).unwrap_err();
+    let err = evaluate(&nested, &Record::default(), &mut budget()).unwrap_err();
     assert_eq!(err.code, Code::InvalidExpression);
     // A malformed known node and an unknown operator are kept too.
     for raw in [
@@ -693,7 +693,7 @@ fn unknown_wire_nodes_are_kept_and_fail_when_evaluated() {
     // An unknown helper name read from the wire is kept and refused when called.
     let call = wire(json!({"kind": "call", "name": "Eval", "args": []}));
     assert_eq!(call.as_call().map(|(name, _)| name), Some("Eval"));
-    let err = evaluate(&call, &Record::new(), &mut budget()).unwrap_err();
+    let err = evaluate(&call, &Record::default(), &mut budget()).unwrap_err();
     assert_eq!(err.code, Code::RefusedCall);
 }
 
@@ -829,10 +829,10 @@ fn parse_depth_limit() {
 #[test]
 fn evaluation_depth_limit() {
     let deep = parse(&format!("{}1{}", "[".repeat(32), "]".repeat(32)));
-    evaluate(&deep, &Record::new(), &mut budget()).unwrap();
+    evaluate(&deep, &Record::default(), &mut budget()).unwrap();
     // A deeper AST (from the wire) fails at evaluation.
     let deeper = Expr::Array(vec![deep]);
-    let err = evaluate(&deeper, &Record::new(), &mut budget()).unwrap_err();
+    let err = evaluate(&deeper, &Record::default(), &mut budget()).unwrap_err();
     assert_eq!(err.code, Code::BudgetExceeded);
     assert!(err.message.contains("nesting budget"));
     // Deep variables fail at the boundary copy.
@@ -840,7 +840,7 @@ fn evaluation_depth_limit() {
     for _ in 0..32 {
         value = Value::array(vec![value]);
     }
-    let mut vars = Record::new();
+    let mut vars = Record::default();
     vars.insert("$v".into(), value);
     let err = evaluate(&lit(1), &vars, &mut budget()).unwrap_err();
     assert_eq!(err.code, Code::BudgetExceeded);
@@ -861,7 +861,7 @@ fn absurd_depth_limits_cannot_overflow_the_stack() {
     for _ in 0..5_000 {
         deep = un(UnaryOp::Neg, deep);
     }
-    let err = evaluate(&deep, &Record::new(), &mut budget_with(limits)).unwrap_err();
+    let err = evaluate(&deep, &Record::default(), &mut budget_with(limits)).unwrap_err();
     assert_eq!(err.code, Code::BudgetExceeded);
     // Dropping such a tree must not overflow either (5,000 levels is fine).
     drop(deep);
@@ -905,7 +905,7 @@ fn expression_source_length_limit() {
 #[test]
 fn string_value_length_limit() {
     let limits = UiLimits::DEFAULT.with("stringLength", 20).unwrap();
-    let mut vars = Record::new();
+    let mut vars = Record::default();
     vars.insert("$a".into(), Value::from("a".repeat(19)));
     let run = |source: &str| {
         let mut budget = budget_with(limits);
@@ -931,7 +931,7 @@ fn string_value_length_limit() {
 fn join_is_charged_quadratically() {
     let item = Value::from("abcdefghij");
     let vars_of = |n: usize| {
-        let mut vars = Record::new();
+        let mut vars = Record::default();
         vars.insert("$items".into(), Value::array(vec![item.clone(); n]));
         vars
     };
@@ -955,12 +955,12 @@ fn the_boundary_copy_is_charged() {
     // 120 one-key records: 1 key + 120 items + 120 keys = 241 iterations for the copy.
     let rows: Vec<Value> = (0..120)
         .map(|i| {
-            let mut r = Record::new();
+            let mut r = Record::default();
             r.insert("k".into(), Value::from(i));
             Value::record(r)
         })
         .collect();
-    let mut vars = Record::new();
+    let mut vars = Record::default();
     vars.insert("$d".into(), Value::array(rows));
     let mut b = budget();
     evaluate(&lit(1), &vars, &mut b).unwrap();
@@ -979,7 +979,7 @@ fn exact_parse_and_evaluation_costs() {
     assert_eq!((b.steps(), b.nodes()), (11, 3));
     // Evaluate: copy of {} (1); binary depth + step (2); each literal depth + step + copy (3).
     let mut b = budget();
-    evaluate(&expr, &Record::new(), &mut b).unwrap();
+    evaluate(&expr, &Record::default(), &mut b).unwrap();
     assert_eq!(b.steps(), 1 + 2 + 3 + 3);
 
     // A string token: 1 + one step per iteration (a, b, closing quote) + string(2); an
@@ -997,11 +997,11 @@ fn exact_parse_and_evaluation_costs() {
     assert_eq!((b.steps(), b.nodes()), (8, 2));
     // Evaluating a string literal charges its copy: depth(0) + string.
     let mut b = budget();
-    evaluate_in_scope(&lit("abc"), &Record::new(), &mut b).unwrap();
+    evaluate_in_scope(&lit("abc"), &Record::default(), &mut b).unwrap();
     assert_eq!(b.steps(), 2 + 1 + 3);
     // Array and record literals charge one iteration per item or entry.
     let mut b = budget();
-    evaluate_in_scope(&parse("[1, {a: 2}]"), &Record::new(), &mut b).unwrap();
+    evaluate_in_scope(&parse("[1, {a: 2}]"), &Record::default(), &mut b).unwrap();
     assert_eq!(b.iterations(), 3);
 }
 

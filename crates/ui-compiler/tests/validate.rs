@@ -969,13 +969,13 @@ proptest! {
         prop_assert_eq!(codes, broken, "{}", source);
         let choice = ids(&block, "Choice").remove(0);
         let input = case.input_record();
-        let validated = validated_state(&block, &input, &Record::new(), UiLimits::DEFAULT, &CLOCK);
+        let validated = validated_state(&block, &input, &Record::default(), UiLimits::DEFAULT, &CLOCK);
         prop_assert_eq!(
             validated.as_ref().err().map(|f| f.code),
             case.expected(false),
             "validated_state\n{}\n{:?}", source, case.input
         );
-        let resolved = resolve_choice(&block, &choice, &input, &Record::new(), UiLimits::DEFAULT, &CLOCK);
+        let resolved = resolve_choice(&block, &choice, &input, &Record::default(), UiLimits::DEFAULT, &CLOCK);
         prop_assert_eq!(
             resolved.as_ref().err().map(|f| f.code),
             case.expected(true),

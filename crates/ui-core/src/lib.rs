@@ -44,8 +44,8 @@ pub use code::{Code, HostCode, WireCode};
 pub use diag::{Diagnostic, Failure, TextRange};
 pub use limits::{HostLimits, LimitsError, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 pub use value::{
-    FORBIDDEN_KEYS, Kind, Number, Record, Value, array_index, for_each_in_js_order,
-    is_forbidden_key, number_text, write_number,
+    FORBIDDEN_KEYS, Kind, Number, Record, RecordHasher, Value, array_index, for_each_in_js_order,
+    is_forbidden_key, number_text, record_with_capacity, write_number,
 };
 pub use view::{View, ViewAction, ViewBinding, ViewNode};
 

@@ -14,7 +14,21 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 /// The record type: string keys to values, in insertion order.
-pub type Record = IndexMap<String, Value>;
+///
+/// Hashed with [`RecordHasher`]; make one with `Record::default()` or [`record_with_capacity`].
+pub type Record = IndexMap<String, Value, RecordHasher>;
+
+/// The hasher of [`Record`]: `foldhash`'s randomly seeded fast hasher. Records are small and
+/// their keys short; SipHash (the standard library's default) cost about a tenth of a block's
+/// compile time. Agent-written keys cannot flood a record either way: the budget bounds how
+/// many keys a block makes, and the seed is random per process.
+pub type RecordHasher = foldhash::fast::RandomState;
+
+/// An empty [`Record`] with room for `capacity` entries.
+#[inline]
+pub fn record_with_capacity(capacity: usize) -> Record {
+    Record::with_capacity_and_hasher(capacity, RecordHasher::default())
+}
 
 /// The record keys that are refused wherever a key is read or written
 /// (`language.md` §10.7).
@@ -432,8 +446,20 @@ pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
         });
     }
     if x.fract() == 0.0 && x.abs() < 1e15 {
-        // Fast path: small integers print as themselves.
-        return write!(out, "{}", x as i64);
+        // Fast path: small integers print as themselves, digit by digit.
+        let mut digits = [0u8; 16];
+        let mut at = digits.len();
+        let mut n = x.abs() as u64;
+        while n > 0 {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        if x < 0.0 {
+            out.write_char('-')?;
+        }
+        // ASCII digits only.
+        return out.write_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
     }
     // Rust's `{:e}` prints the shortest round-trip digits: `d[.ddd]e[-]N`.
     let sci = format!("{:e}", x.abs());
@@ -629,7 +655,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut record = Record::with_capacity(map.size_hint().unwrap_or(0).min(1024));
+        let mut record = record_with_capacity(map.size_hint().unwrap_or(0).min(1024));
         while let Some((key, value)) = map.next_entry::<String, Value>()? {
             // As in `JSON.parse`: a repeated key keeps its first position and its last value.
             record.insert(key, value);

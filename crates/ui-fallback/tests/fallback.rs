@@ -137,7 +137,7 @@ fn evaluated_fallback_of_7_6() {
     );
     // Without a reading the failing text keeps its compile-time fallback.
     assert_eq!(
-        query_fallback(&block, &Record::new(), limits, &CLOCK).unwrap(),
+        query_fallback(&block, &Record::default(), limits, &CLOCK).unwrap(),
         "open tickets"
     );
     assert_eq!(
@@ -165,7 +165,7 @@ fn evaluated_fallback_resolves_show_and_each() {
     );
     // Evaluated: Show resolved, Each repeated, the Slider an empty line (then trimmed).
     assert_eq!(
-        query_fallback(&block, &Record::new(), UiLimits::DEFAULT, &CLOCK).unwrap(),
+        query_fallback(&block, &Record::default(), UiLimits::DEFAULT, &CLOCK).unwrap(),
         "#1 #2"
     );
 }

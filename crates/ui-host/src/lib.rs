@@ -91,7 +91,7 @@
 //! let service = UiQueries::new(host, store, Arc::new(TokioClock::new()));
 //! let reading = service.query(&QueryPayload {
 //!     chat_id: "chat-1".into(), item_id: "item-1".into(), block_id, revision,
-//!     query: "$runs".into(), values: Record::new(), seen: None,
+//!     query: "$runs".into(), values: Record::default(), seen: None,
 //! }).await;
 //! assert_eq!(reading.state, ReadingState::Fresh);
 //! assert_eq!(reading.value.unwrap().to_js_json(), r#"[{"name":"main #1"}]"#);

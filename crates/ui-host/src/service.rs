@@ -1029,10 +1029,10 @@ impl UiQueries {
             for_choice,
         } = *request;
         let Some(item) = self.store.item(chat_id, item_id).await else {
-            return Ok(Record::new());
+            return Ok(Record::default());
         };
         let Some(block) = item.blocks.iter().find(|b| b.id == block_id).cloned() else {
-            return Ok(Record::new());
+            return Ok(Record::default());
         };
         if for_choice
             && item
@@ -1040,10 +1040,10 @@ impl UiQueries {
                 .get(block_id)
                 .is_some_and(|a| a.origin.revision == revision)
         {
-            return Ok(Record::new());
+            return Ok(Record::default());
         }
         if block.queries.is_empty() {
-            return Ok(Record::new());
+            return Ok(Record::default());
         }
         let Some(access) = self.access(chat_id, item_id).await else {
             return Err(WireRefusal::new(
@@ -1053,7 +1053,7 @@ impl UiQueries {
             ));
         };
         let info = self.store.chat_info(chat_id).await.unwrap_or_default();
-        let mut issued = Record::new();
+        let mut issued = Record::default();
         for name in block.queries.keys() {
             let p = QueryPayload {
                 chat_id: chat_id.to_owned(),
@@ -1163,7 +1163,7 @@ impl UiQueries {
         }
         let source = self.host.sources().get(&block.queries.get(name)?.source)?;
         let defaults = self
-            .arguments(block, &p.query, &Record::new(), &**source)
+            .arguments(block, &p.query, &Record::default(), &**source)
             .ok()?;
         (Value::Record(defaults) == Value::Record(Arc::clone(args))).then(|| reading.clone())
     }
@@ -1335,7 +1335,7 @@ impl UiQueries {
                 continue;
             }
             let mut readings = IndexMap::new();
-            let mut fresh = Record::new();
+            let mut fresh = Record::default();
             for name in block
                 .queries
                 .keys()
@@ -1347,7 +1347,7 @@ impl UiQueries {
                     block_id: block.id.clone(),
                     revision: revision.clone(),
                     query: name.clone(),
-                    values: Record::new(),
+                    values: Record::default(),
                     seen: None,
                 };
                 let reading = self.query(&p).await;
@@ -1446,7 +1446,8 @@ impl UiQueries {
     ) -> Option<IndexMap<String, LinkResolution>> {
         let resolver = self.host.links()?;
         let clock = SystemClock::new();
-        let targets = link_targets(block, &Record::new(), fresh, self.ui_limits, &clock).ok()?;
+        let targets =
+            link_targets(block, &Record::default(), fresh, self.ui_limits, &clock).ok()?;
         let info = self.store.chat_info(chat_id).await.unwrap_or_default();
         let mut out = IndexMap::new();
         for (node_id, target) in targets.iter().take(self.ui_host_limits.links() as usize) {

@@ -254,7 +254,7 @@ fn payload_shapes_hold_at_their_limits_and_fail_past_them() {
         block_id: "b".repeat(256),
         revision: "r".repeat(128),
         node_id: "n".repeat(256),
-        values: Record::new(),
+        values: Record::default(),
         reads: reads.clone(),
     };
     assert_eq!(link.validate(&limits), Ok(()));
@@ -277,7 +277,7 @@ fn payload_shapes_hold_at_their_limits_and_fail_past_them() {
         block_id: "b".repeat(256),
         revision: "r".repeat(128),
         choice_id: "c".repeat(256),
-        values: Record::new(),
+        values: Record::default(),
         reads,
     };
     assert_eq!(choice.validate(&limits), Ok(()));

@@ -165,7 +165,7 @@ async fn a_forked_item_captures_again_with_its_own_rights() {
             item_id: "i1",
             block_id: &block.0,
             revision: &block.1,
-            values: &Record::new(),
+            values: &Record::default(),
             reads: &reads,
             for_choice: false,
         })

@@ -14,7 +14,7 @@ fn choice(block: &(String, String), choice_id: &str) -> ChoicePayload {
         block_id: block.0.clone(),
         revision: block.1.clone(),
         choice_id: choice_id.to_owned(),
-        values: ui_core::Record::new(),
+        values: ui_core::Record::default(),
         reads: IndexMap::new(),
     }
 }

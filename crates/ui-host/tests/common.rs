@@ -309,7 +309,7 @@ impl World {
             block_id: block.0.clone(),
             revision: block.1.clone(),
             query: query.to_owned(),
-            values: ui_core::Record::new(),
+            values: ui_core::Record::default(),
             seen: None,
         }
     }
@@ -424,7 +424,7 @@ pub fn payload_for(chat: &str, item: &str, block: &Block, query: &str) -> QueryP
         block_id: block.id.clone(),
         revision: block.revision.clone().unwrap_or_default(),
         query: query.to_owned(),
-        values: Record::new(),
+        values: Record::default(),
         seen: None,
     }
 }

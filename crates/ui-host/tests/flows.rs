@@ -73,7 +73,7 @@ fn link(block: &(String, String), node: &str) -> LinkPayload {
         block_id: block.0.clone(),
         revision: block.1.clone(),
         node_id: node.to_owned(),
-        values: Record::new(),
+        values: Record::default(),
         reads: IndexMap::new(),
     }
 }
@@ -120,7 +120,7 @@ fn choice(block: &(String, String), choice_id: &str) -> ChoicePayload {
         block_id: block.0.clone(),
         revision: block.1.clone(),
         choice_id: choice_id.to_owned(),
-        values: Record::new(),
+        values: Record::default(),
         reads: IndexMap::new(),
     }
 }

@@ -20,7 +20,7 @@ fn link(block: &(String, String), node: &str) -> LinkPayload {
         block_id: block.0.clone(),
         revision: block.1.clone(),
         node_id: node.to_owned(),
-        values: ui_core::Record::new(),
+        values: ui_core::Record::default(),
         reads: IndexMap::new(),
     }
 }

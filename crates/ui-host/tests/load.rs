@@ -314,7 +314,7 @@ async fn run() {
     let mut handles = Vec::with_capacity(REQUESTS);
     for r in 0..REQUESTS {
         let (chat, kind, v) = request(r);
-        let mut values = Record::new();
+        let mut values = Record::default();
         values.insert("$v".to_owned(), Value::from(v));
         let p = QueryPayload {
             chat_id: format!("chat{chat}"),

@@ -19,7 +19,7 @@
 //!     "b",
 //!     &options,
 //! );
-//! let targets = link_targets(&block, &Record::new(), &Record::new(), UiLimits::DEFAULT, &clock)
+//! let targets = link_targets(&block, &Record::default(), &Record::default(), UiLimits::DEFAULT, &clock)
 //!     .unwrap();
 //! // The Commit is hidden by a false Show, so only the File is a target.
 //! assert_eq!(targets.len(), 1);

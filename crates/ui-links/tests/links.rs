@@ -539,7 +539,7 @@ proptest! {
             source += &tail.source();
         }
         let block = compile_with(&source, is_final);
-        let result = link_targets(&block, &Record::new(), &Record::new(), UiLimits::DEFAULT, &CLOCK);
+        let result = link_targets(&block, &Record::default(), &Record::default(), UiLimits::DEFAULT, &CLOCK);
         if !is_final {
             prop_assert_eq!(result.unwrap_err().code, Code::InvalidBlock);
             return Ok(());

@@ -766,7 +766,7 @@ impl UiHost for SqlHost {
                 .map(str::to_owned)
                 .ok_or_else(|| HostError::message(format!("The chat has no {name}.")))
         };
-        let mut access = ui_core::Record::new();
+        let mut access = ui_core::Record::default();
         access.insert("user".into(), Value::from(field("owner")?));
         access.insert("project".into(), Value::from(field("project")?));
         access.insert("chat".into(), Value::from(info.chat_id.as_str()));
@@ -878,7 +878,7 @@ mod tests {
     }
 
     fn request(n: i64, cancel: tokio_util::sync::CancellationToken) -> ReadRequest {
-        let mut args = ui_core::Record::new();
+        let mut args = ui_core::Record::default();
         args.insert("n".into(), Value::from(&Json::from(n)));
         ReadRequest {
             info: Arc::new(ChatInfo::default()),

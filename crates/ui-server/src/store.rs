@@ -581,7 +581,7 @@ impl SqliteUiStore {
 impl UiStore for SqliteUiStore {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
         let row = self.chat_row(chat_id).await.ok()??;
-        let mut data = ui_core::Record::new();
+        let mut data = ui_core::Record::default();
         data.insert("owner".into(), Value::from(row.owner.as_str()));
         data.insert("project".into(), Value::from(row.chat.project.as_str()));
         Some(ChatInfo {

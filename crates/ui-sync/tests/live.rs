@@ -126,7 +126,7 @@ impl World {
             block_id: self.block.0.clone(),
             revision: self.block.1.clone(),
             query: "$runs".into(),
-            values: Record::new(),
+            values: Record::default(),
             seen,
         }
     }

@@ -183,7 +183,7 @@ fn eval(
             Ok(Value::array(out))
         }
         Expr::Object(entries) => {
-            let mut out = Record::with_capacity(entries.len());
+            let mut out = ui_core::record_with_capacity(entries.len());
             for (key, value) in entries {
                 budget.iteration(1)?;
                 safe_key(key)?;

@@ -4,7 +4,7 @@
 //! token *after* the one being parsed wins over a grammar error in the current one
 //! (`(() => 1)` fails on `=`, not on `)`).
 
-use ui_core::text::is_js_whitespace;
+use ui_core::text::{is_js_whitespace, utf16_len_of_utf8};
 use ui_core::{Budget, Failure};
 
 use super::{incomplete_expression, invalid_expression};
@@ -42,8 +42,6 @@ impl Token<'_> {
     }
 }
 
-const SYMBOLS_3: [&str; 2] = ["===", "!=="];
-const SYMBOLS_2: [&str; 6] = ["==", "!=", "<=", ">=", "&&", "||"];
 const SYMBOLS_1: [&str; 17] = [
     "(", ")", "[", "]", "{", "}", ",", ".", ":", "!", "+", "*", "/", "%", "<", ">", "-",
 ];
@@ -64,6 +62,13 @@ impl<'s> Lexer<'s> {
     /// string charges of a string token.
     pub(super) fn read(&mut self, budget: &mut Budget<'_>) -> Result<Token<'s>, Failure> {
         budget.step(1)?;
+        // ASCII whitespace first (one step per unit, as below), then W's other members.
+        while let Some(b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C) =
+            self.src.as_bytes().get(self.pos)
+        {
+            self.pos += 1;
+            budget.step(1)?;
+        }
         while let Some(c) = self.src[self.pos..].chars().next() {
             if !is_js_whitespace(c) {
                 break;
@@ -102,6 +107,19 @@ impl<'s> Lexer<'s> {
         self.pos += 1;
         let mut value = String::new();
         loop {
+            // A run of plain characters at once: its steps are its UTF-16 units, as if
+            // charged one by one (a budget fails at the same total either way).
+            let rest = &self.src.as_bytes()[self.pos..];
+            let run = memchr::memchr2(quote, b'\\', rest).unwrap_or(rest.len());
+            if run > 0 {
+                let plain = &self.src[self.pos..self.pos + run];
+                budget.step(utf16_len_of_utf8(plain.as_bytes()) as u64)?;
+                if value.is_empty() {
+                    value.reserve(run);
+                }
+                value.push_str(plain);
+                self.pos += run;
+            }
             let Some(c) = self.src[self.pos..].chars().next() else {
                 return Err(incomplete_expression("The string is not closed."));
             };
@@ -223,13 +241,22 @@ fn name_len(bytes: &[u8]) -> Option<usize> {
 
 /// The longest symbol at the start of `bytes`.
 fn symbol(bytes: &[u8]) -> Option<&'static str> {
-    let candidates = SYMBOLS_3
-        .iter()
-        .chain(SYMBOLS_2.iter())
-        .chain(SYMBOLS_1.iter());
-    candidates
-        .copied()
-        .find(|symbol| bytes.starts_with(symbol.as_bytes()))
+    let &first = bytes.first()?;
+    let second = bytes.get(1).copied();
+    let third = bytes.get(2).copied();
+    // The longest match first, as the ordered lists say.
+    let symbol = match (first, second, third) {
+        (b'=', Some(b'='), Some(b'=')) => "===",
+        (b'!', Some(b'='), Some(b'=')) => "!==",
+        (b'=', Some(b'='), _) => "==",
+        (b'!', Some(b'='), _) => "!=",
+        (b'<', Some(b'='), _) => "<=",
+        (b'>', Some(b'='), _) => ">=",
+        (b'&', Some(b'&'), _) => "&&",
+        (b'|', Some(b'|'), _) => "||",
+        _ => return SYMBOLS_1.iter().copied().find(|s| s.as_bytes()[0] == first),
+    };
+    Some(symbol)
 }
 
 #[cfg(test)]
@@ -257,5 +284,29 @@ mod tests {
         assert_eq!(symbol(b"!x"), Some("!"));
         assert_eq!(symbol(b"="), None);
         assert_eq!(symbol(b"&"), None);
+    }
+
+    #[test]
+    fn symbol_is_the_longest_listed_prefix() {
+        let listed: Vec<&str> = ["===", "!==", "==", "!=", "<=", ">=", "&&", "||"]
+            .into_iter()
+            .chain(SYMBOLS_1)
+            .collect();
+        let alphabet = b"=!<>&|()[]{},.:+*/%-a ";
+        for &a in alphabet {
+            for &b in alphabet {
+                for &c in alphabet {
+                    let input = [a, b, c];
+                    for len in 1..=3 {
+                        let bytes = &input[..len];
+                        let model = listed
+                            .iter()
+                            .copied()
+                            .find(|s| bytes.starts_with(s.as_bytes()));
+                        assert_eq!(symbol(bytes), model, "{:?}", std::str::from_utf8(bytes));
+                    }
+                }
+            }
+        }
     }
 }

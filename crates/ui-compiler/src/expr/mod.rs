@@ -20,7 +20,7 @@
 //! assert_eq!(value, Value::from("1 open"));
 //!
 //! let missing = parse_expression("$nope", &mut budget).unwrap();
-//! let err = evaluate(&missing, &Record::new(), &mut budget).unwrap_err();
+//! let err = evaluate(&missing, &Record::default(), &mut budget).unwrap_err();
 //! assert_eq!(err.code, Code::RefusedAccess);
 //! ```
 //!
@@ -36,6 +36,7 @@ use ui_core::{Budget, Code, Failure, is_forbidden_key};
 pub use ast::{BinaryOp, Expr, UnaryOp};
 pub use eval::{evaluate, evaluate_in_scope};
 pub use parse::parse_expression;
+pub(crate) use parse::parse_plain_literal;
 
 /// Hard cap on parser and evaluator recursion, whatever the `depth` limit says, so that an
 /// absurdly high limit cannot overflow the stack. Exceeding it fails `budget_exceeded`

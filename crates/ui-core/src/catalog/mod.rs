@@ -307,7 +307,7 @@ impl Component {
 
     /// The schema prop called `name`.
     pub fn prop(&self, name: &str) -> Option<&'static PropSpec> {
-        self.props.iter().find(|p| p.name == name)
+        self.props.iter().find(|p| same_name(p.name, name))
     }
 
     /// The only component this one may stand in (through Show and Each), if restricted.
@@ -362,7 +362,42 @@ impl Component {
     /// declaration order; only `File.line` changes (coerced to a number). There are no
     /// defaults: an absent optional prop stays absent.
     pub fn validate(&self, props: &Record) -> Result<Record, PropsError> {
-        let mut out = Record::with_capacity(props.len());
+        let mut out = crate::value::record_with_capacity(props.len());
+        self.check_props(props, Some(&mut out))?;
+        Ok(out)
+    }
+
+    /// The verdict of [`Component::check`] when it is a pass, found by walking the props
+    /// instead of hashing every schema name: `false` sends the caller down the ordered walk
+    /// that finds the first failure.
+    fn props_pass(&self, props: &Record) -> bool {
+        let mut required = 0;
+        for (key, value) in props {
+            let Some(spec) = self.prop(key) else {
+                return false;
+            };
+            if check::check(spec.kind, value).is_err() {
+                return false;
+            }
+            required += usize::from(spec.required);
+        }
+        required == self.props.iter().filter(|p| p.required).count()
+            && self
+                .refinement
+                .is_none_or(|refinement| check::refine(refinement, props).is_ok())
+    }
+
+    /// Whether `props` pass the schema: [`Component::validate`] without building the
+    /// normalised record, for callers that only need the verdict (the compiler).
+    pub fn check(&self, props: &Record) -> Result<(), PropsError> {
+        self.check_props(props, None)
+    }
+
+    fn check_props(&self, props: &Record, mut out: Option<&mut Record>) -> Result<(), PropsError> {
+        if out.is_none() && self.props_pass(props) {
+            return Ok(());
+        }
+        let mut seen = 0;
         for spec in self.props {
             match props.get(spec.name) {
                 None if spec.required => {
@@ -370,16 +405,22 @@ impl Component {
                 }
                 None => {}
                 Some(value) => {
+                    seen += 1;
                     let checked = check::check(spec.kind, value)
                         .map_err(|issue| PropsError::at(spec.name, issue.path, &issue.reason))?;
-                    out.insert(
-                        spec.name.to_owned(),
-                        checked.unwrap_or_else(|| value.clone()),
-                    );
+                    if let Some(out) = out.as_deref_mut() {
+                        out.insert(
+                            spec.name.to_owned(),
+                            checked.unwrap_or_else(|| value.clone()),
+                        );
+                    }
                 }
             }
         }
-        if let Some(key) = props.keys().find(|k| !self.has_prop(k)) {
+        // Every key was a schema prop when as many were found as there are keys.
+        if seen != props.len()
+            && let Some(key) = props.keys().find(|k| !self.has_prop(k))
+        {
             let reason = if self.props.is_empty() {
                 format!("unknown prop; {} takes no props", self.name)
             } else {
@@ -389,12 +430,13 @@ impl Component {
             return Err(PropsError::at(key, String::new(), &reason));
         }
         if let Some(refinement) = self.refinement {
-            check::refine(refinement, &out).map_err(|issue| PropsError {
+            // Refinements read no prop that validation coerces (only `File.line` changes).
+            check::refine(refinement, out.map_or(props, |o| &*o)).map_err(|issue| PropsError {
                 prop: None,
                 message: issue.reason.into(),
             })?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -441,7 +483,15 @@ impl From<PropsError> for Failure {
 /// The component named `name`: exact and case-sensitive (`summary`, `toString` and
 /// `__proto__` are not components).
 pub fn lookup(name: &str) -> Option<&'static Component> {
-    table::COMPONENTS.iter().find(|c| c.name == name)
+    table::COMPONENTS.iter().find(|c| same_name(c.name, name))
+}
+
+/// `a == b` for short names, deciding most pairs on the length and first byte without a
+/// call to `memcmp`.
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.first() == b.first() && a == b
 }
 
 /// All 36 components in catalog order.

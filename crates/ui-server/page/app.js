@@ -65,13 +65,17 @@ function svg(tag, attrs, ...kids) {
   return el;
 }
 
-async function api(method, path, body) {
+// `opts.write`: the request writes, so it names this page as its request source
+// (sync.md §4.4, §7.6); `opts.seq` then gets the answer's `X-UI-Sync-Seq`, if any.
+async function api(method, path, body, opts) {
   const init = { method, headers: {}, credentials: "same-origin" };
   if (body !== undefined) {
     init.headers["content-type"] = "application/json";
     init.body = JSON.stringify(body);
   }
+  if (opts && opts.write) init.headers["x-ui-request-source"] = page.pageId;
   const res = await fetch(path, init);
+  if (opts) opts.seq = res.headers.get("x-ui-sync-seq");
   const text = await res.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
@@ -158,110 +162,331 @@ function splitReply(text, blocks) {
 
 // ---------- page state ----------
 
+// sync.md §2, §7.6: one page id per page load, "p-" + 26 base32 chars (128 random bits).
+// Kept in memory only: a duplicated tab copies sessionStorage, and two tabs sharing an id
+// would ignore each other's writes.
+function newPageId() {
+  const abc = "abcdefghijklmnopqrstuvwxyz234567";
+  let out = "p-", acc = 0, bits = 0;
+  for (const byte of crypto.getRandomValues(new Uint8Array(16))) {
+    acc = (acc << 8) | byte;
+    bits += 8;
+    while (bits >= 5) { bits -= 5; out += abc[(acc >>> bits) & 31]; }
+    acc &= (1 << bits) - 1;
+  }
+  return out + abc[(acc << (5 - bits)) & 31]; // the last 3 bits
+}
+
 const page = {
   me: null,
   chats: [],
   chatId: null,
   detail: null,
   blocks: new Map(), // blockId -> BlockView
-  pageId: (crypto.randomUUID && crypto.randomUUID()) || String(Math.random()).slice(2),
+  pageId: newPageId(),
+  chatVersion: 0, // the `host.chats` counter the shown chat reflects (sync.md §4.4)
 };
 
-// ---------- the change feed: one transport per page ----------
+// ---------- the change feed: one transport per page (sync.md §7.1–§7.4) ----------
+
+const FEED_EVENTS = "/ui/events";
+const FEED_POLL = "/ui/poll";
+const CHATS_SOURCE = "host.chats";
+const RECONNECT_MIN_MS = 1000; // §7.2: 1 s doubling to 30 s, ±20% jitter
+const RECONNECT_MAX_MS = 30000;
+const POLL_HIDDEN_MIN_MS = 10000; // §7.3
+const POLL_FAILURE_CAP_MS = 300000;
+const SIGNED_OUT_COOLDOWN_MS = 60000;
+const RUN_TTL_MS = 300000;
+const NUDGE_GAP_MS = 2000;
+const MAX_CHANGE_READS = 4; // §7.7: change-driven requests in flight per page
+// The host counts its 1 s gap from when its read started, a little after the page sent
+// the request: asking right at 1 s would only earn a `retryAfterMs` of a few ms.
+const GAP_SLACK_MS = 100;
+const MAX_COUNTERS = 1000; // §7.5
+
+// `Retry-After` of a response in ms (seconds or an HTTP date), or 0.
+function retryAfterMs(res) {
+  const v = res && res.headers.get("retry-after");
+  if (!v) return 0;
+  const secs = Number(v);
+  if (isFinite(secs)) return Math.max(0, secs * 1000);
+  const at = Date.parse(v);
+  return isFinite(at) ? Math.max(0, at - Date.now()) : 0;
+}
 
 const feed = {
+  role: null, // "leader" | "follower" | "solo"; null while stopped
+  running: false,
+  gen: 0, // bumped by start and stop: callbacks of an older transport are ignored
+  me: null, // the principal id the transport (its lock and channel) belongs to
   es: null,
+  streams: new Set(), // EventSources this tab opened and has not closed
+  streamCursor: null, // the open stream's position: the id of its last frame
+  streamSince: 0,
+  opened: false,
   cursor: null,
   epoch: null,
+  above: new Set(), // seqs delivered above the cursor by non-contiguous answers (§7.4)
   lastFrameAt: 0,
-  state: "idle",
   pollTimer: null,
   healthTimer: null,
   reconnectTimer: null,
   attempts: 0,
   failures: 0,
   lastPollAt: 0,
+  lastNudgeAt: 0,
+  pollNotBefore: 0,
   pollInFlight: false,
   signedOut: false,
+  runUntil: 0,
+  channel: null,
+  lockAbort: null,
+  releaseLock: null,
 
+  // §7.2: healthy = a stream is open and a frame arrived in the last 45 s. A follower's
+  // stream is the leader's: it counts the frames the leader forwards.
   healthy() {
-    return this.es !== null && this.es.readyState === 1 && Date.now() - this.lastFrameAt < HEALTHY_MS;
+    const recent = Date.now() - this.lastFrameAt < HEALTHY_MS;
+    if (this.role === "follower") return recent;
+    return this.es !== null && this.es.readyState === 1 && recent;
   },
 
   show() {
-    const label = this.signedOut ? "signed out" : this.healthy() ? "live" : this.es ? "connecting…" : "polling";
-    $("#feed-state").textContent = "feed: " + label + (this.cursor ? " · " + this.cursor : "");
+    const el = $("#feed-state");
+    const label = !this.running ? "idle" : this.signedOut ? "signed out" : this.healthy() ? "live" : this.es ? "connecting…" : "polling";
+    el.textContent = "feed: " + label + (this.cursor ? " · " + this.cursor : "");
+    el.dataset.role = this.role || "";
   },
 
-  start() {
+  // §7.1: the page's one transport, for the signed-in principal `me`. Signing in as
+  // someone else stops it and starts a new one (new election, new counters).
+  start(me) {
     this.stop();
-    this.signedOut = false;
-    this.poll(); // a poll when the transport starts establishes the cursor
-    this.connect();
-    this.healthTimer = setInterval(() => {
-      if (this.es && Date.now() - this.lastFrameAt > HEALTHY_MS) {
-        // A buffering proxy can hold a silent stream: close it and reconnect.
-        this.es.close();
-        this.es = null;
-        this.reconnect();
-      }
-      this.show();
-    }, 5000);
+    this.running = true;
+    this.me = me;
+    changes.clear();
+    this.poll(); // a poll when the transport starts establishes the cursor (§7.3)
+    this.elect(this.gen);
+    this.healthTimer = setInterval(() => this.checkHealth(), 5000);
+    this.show();
   },
 
   stop() {
-    if (this.es) this.es.close();
-    this.es = null;
+    this.gen++;
+    this.running = false;
+    this.closeStream();
+    this.resign();
     clearTimeout(this.pollTimer);
     clearTimeout(this.reconnectTimer);
     clearInterval(this.healthTimer);
     this.pollTimer = this.reconnectTimer = this.healthTimer = null;
-    this.cursor = null;
-    this.epoch = null;
+    this.role = null;
+    this.cursor = this.epoch = null;
+    this.above.clear();
+    this.signedOut = this.pollInFlight = false;
+    this.attempts = this.failures = this.lastFrameAt = this.pollNotBefore = 0;
+    changes.clear();
     this.show();
   },
 
+  // ---- §7.1, §5.3: one stream per (endpoint, principal) across tabs ----
+  // The Web Lock and the BroadcastChannel are both named from the endpoint and the
+  // principal id, so a tab signed in as someone else never hears these frames. The lock
+  // holder (leader) opens the stream and forwards every frame and poll answer; the others
+  // (followers) open none and keep their own poll loop as a safety net. When the leader
+  // goes away (tab closed, sign-out, other principal) the lock passes to the next tab.
+  // Without Web Locks or BroadcastChannel each tab holds its own stream ("solo").
+  elect(gen) {
+    const name = "uiblocks-feed " + location.origin + FEED_EVENTS + " " + this.me;
+    const shared = typeof BroadcastChannel === "function" && navigator.locks && typeof navigator.locks.request === "function";
+    if (!shared) {
+      this.role = "solo";
+      this.connect();
+      return;
+    }
+    this.role = "follower";
+    this.channel = new BroadcastChannel(name);
+    this.channel.onmessage = (e) => { if (gen === this.gen) this.onForward(e.data); };
+    this.channel.postMessage({ t: "join", who: this.me }); // the leader answers with its health
+    const abort = new AbortController();
+    this.lockAbort = abort;
+    navigator.locks.request(name, { signal: abort.signal }, () => {
+      if (gen !== this.gen) return undefined; // stopped meanwhile: release at once
+      this.role = "leader";
+      this.attempts = 0;
+      this.connect();
+      this.show();
+      return new Promise((resolve) => { this.releaseLock = resolve; });
+    }).catch(() => { /* aborted: stopped before being elected */ });
+  },
+
+  resign() {
+    if (this.lockAbort) this.lockAbort.abort();
+    if (this.releaseLock) this.releaseLock();
+    if (this.channel) this.channel.close();
+    this.lockAbort = this.releaseLock = this.channel = null;
+  },
+
+  // The leader sends what it got, with the cursor it continues from (`from`).
+  forward(msg) {
+    if (this.role === "leader" && this.channel) this.channel.postMessage({ ...msg, who: this.me });
+  },
+
+  onForward(msg) {
+    if (!msg || msg.who !== this.me) return;
+    if (this.role === "leader" && msg.t === "join") this.forward({ t: "state", healthy: this.healthy() });
+    if (this.role !== "follower") return;
+    if (msg.t === "state") {
+      this.lastFrameAt = msg.healthy ? Date.now() : 0;
+    } else if (msg.t === "down") {
+      this.lastFrameAt = 0; // the leader's stream closed: not healthy until it is back
+    } else if (msg.t === "frame" && msg.name === "bye") {
+      if (msg.data && msg.data.reason === "signed-out") this.enterSignedOut();
+      return;
+    } else if (msg.t === "frame") {
+      this.lastFrameAt = Date.now();
+      this.apply(msg);
+    } else if (msg.t === "poll") {
+      this.apply(msg);
+    }
+    this.show();
+    this.schedulePoll();
+  },
+
+  // ---- §7.2: the stream (leader or solo only) ----
+
   connect() {
-    const url = "/ui/events" + (this.cursor ? "?cursor=" + encodeURIComponent(this.cursor) : "");
+    clearTimeout(this.reconnectTimer);
+    if (!this.running || this.signedOut || this.role === "follower" || this.es) return;
+    const gen = this.gen;
+    const url = FEED_EVENTS + (this.cursor ? "?cursor=" + encodeURIComponent(this.cursor) : "");
     let es;
     try { es = new EventSource(url); } catch (_) { this.reconnect(); return; }
     this.es = es;
-    const frame = (name, fn) => es.addEventListener(name, (e) => {
-      this.lastFrameAt = Date.now();
-      let data = {};
-      try { data = JSON.parse(e.data); } catch (_) { /* ignore */ }
-      fn(data, e);
-      this.show();
-      this.schedulePoll();
-    });
-    frame("hello", (d) => { this.attempts = 0; this.adopt(d.cursor, true); });
-    frame("tick", (d) => this.adopt(d.cursor));
-    frame("changes", (d) => this.deliver(d.events || [], d.cursor));
-    frame("reset", (d) => this.reset(d.cursor));
-    frame("bye", (d) => {
-      es.close();
-      if (this.es === es) this.es = null;
-      this.reconnect(typeof d.retryMs === "number" ? d.retryMs : undefined);
-    });
-    es.onerror = () => {
-      if (es.readyState === 2) {
-        if (this.es === es) this.es = null;
-        this.reconnect();
-      }
-      this.show();
-      this.schedulePoll();
-    };
+    this.streams.add(es);
+    this.opened = false;
+    this.streamSince = Date.now();
+    es.onopen = () => { if (this.es === es) this.opened = true; };
+    for (const name of ["hello", "tick", "changes", "reset", "bye"]) {
+      es.addEventListener(name, (e) => {
+        if (gen !== this.gen || this.es !== es) return;
+        let data = {};
+        try { data = JSON.parse(e.data) || {}; } catch (_) { /* ignore */ }
+        this.onFrame(name, data);
+      });
+    }
+    es.onerror = () => { if (gen === this.gen && this.es === es) this.streamFailed(url); };
   },
 
-  reconnect(first) {
-    clearTimeout(this.reconnectTimer);
-    if (this.signedOut || !page.me) return;
-    const base = first !== undefined ? first : Math.min(30000, 1000 * 2 ** this.attempts);
-    this.attempts++;
-    const delay = base * (0.8 + Math.random() * 0.4);
-    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+  closeStream() {
+    if (this.es) {
+      this.es.close();
+      this.streams.delete(this.es);
+    }
+    this.es = null;
+    this.streamCursor = null;
+    this.opened = false;
+  },
+
+  onFrame(name, data) {
+    if (name === "bye") {
+      this.forward({ t: "frame", name, data });
+      this.closeStream();
+      this.forward({ t: "down" });
+      // A signed-out session gets no new stream; otherwise reconnect after `retryMs`.
+      if (data.reason === "signed-out") this.enterSignedOut();
+      else this.reconnect(typeof data.retryMs === "number" ? data.retryMs : undefined);
+      this.show();
+      return;
+    }
+    this.lastFrameAt = Date.now();
+    if (name === "hello") {
+      this.attempts = 0; // the backoff resets on hello, not on open
+      this.streamCursor = data.cursor;
+    }
+    const msg = { t: "frame", name, from: this.streamCursor, cursor: data.cursor, events: data.events || [] };
+    if (data.cursor) this.streamCursor = data.cursor;
+    this.apply(msg);
+    this.forward(msg);
+    this.show();
     this.schedulePoll();
   },
+
+  // The stream failed: close it (this backoff replaces the browser's fixed retry). A
+  // stream that never opened was refused or unreachable; EventSource hides the status,
+  // so one fetch of the same URL, dropped at its headers, tells which.
+  async streamFailed(url) {
+    const opened = this.opened;
+    const gen = this.gen;
+    this.closeStream();
+    this.forward({ t: "down" });
+    this.show();
+    this.schedulePoll();
+    if (opened) { this.reconnect(); return; }
+    const res = await this.probe(url);
+    if (gen !== this.gen) return;
+    const status = res ? res.status : 0;
+    if (status === 401 || status === 403) this.enterSignedOut();
+    else if (status === 429 || status === 503) this.reconnect(retryAfterMs(res) || undefined); // poll meanwhile
+    else this.reconnect();
+  },
+
+  async probe(url) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 10000);
+    try {
+      return await fetch(url, { credentials: "same-origin", signal: ctl.signal, headers: { accept: "text/event-stream" } });
+    } catch (_) {
+      return null;
+    } finally {
+      clearTimeout(timer);
+      ctl.abort(); // never read the body: a 200 here would be a stream
+    }
+  },
+
+  // The next connect: `ms` when given (bye's retryMs, Retry-After), else the backoff.
+  reconnect(ms) {
+    clearTimeout(this.reconnectTimer);
+    if (!this.running || this.signedOut || this.role === "follower") return;
+    const backoff = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** this.attempts) * (0.8 + Math.random() * 0.4);
+    this.attempts++;
+    this.reconnectTimer = setTimeout(() => this.connect(), typeof ms === "number" ? ms : backoff);
+    this.schedulePoll();
+  },
+
+  checkHealth() {
+    // 45 s of silence (a buffering proxy can hold a mute stream): close and reconnect.
+    if (this.es && Date.now() - Math.max(this.lastFrameAt, this.streamSince) > HEALTHY_MS) {
+      this.closeStream();
+      this.forward({ t: "down" });
+      this.reconnect();
+    }
+    this.show();
+    this.schedulePoll(); // health and the run's expiry change the cadence
+  },
+
+  // §7.2: 401/403 from either endpoint: close the stream, stop polling for 60 s, then
+  // try one poll. Blocks send no change-driven reads meanwhile (they check `signedOut`).
+  enterSignedOut() {
+    this.signedOut = true;
+    this.closeStream();
+    this.forward({ t: "down" });
+    clearTimeout(this.reconnectTimer);
+    clearTimeout(this.pollTimer);
+    const gen = this.gen;
+    this.pollTimer = setTimeout(() => { if (gen === this.gen) this.poll(); }, SIGNED_OUT_COOLDOWN_MS);
+    this.show();
+  },
+
+  leaveSignedOut() {
+    this.signedOut = false;
+    this.attempts = 0;
+    this.connect();
+    changes.flushSoon(); // readings that went stale meanwhile are read once
+  },
+
+  // ---- §7.4: cursor handling ----
 
   epochOf(cursor) {
     return cursor ? String(cursor).split(".")[0] : null;
@@ -272,126 +497,335 @@ const feed = {
     return isFinite(n) ? n : 0;
   },
 
-  // The cursor only moves forward within an epoch; an epoch change is a reset.
-  adopt(cursor, fromHello) {
+  // One answer (own frame, own poll, or one the leader forwarded).
+  apply(msg) {
+    if (msg.name === "reset" || msg.reset) this.reset(msg.cursor);
+    else this.deliver(msg.events || [], msg.from, msg.cursor);
+  },
+
+  // Events at or below the cursor are dropped before subscribers see them, so no seq is
+  // delivered twice in an epoch. The cursor only moves forward, and only with an answer
+  // that continues from where this tab is (`from` ≤ cursor): a follower adopts a cursor
+  // only together with the events it came with. Events of an answer that does not
+  // continue are delivered but remembered (`above`) until the cursor passes them.
+  deliver(events, from, cursor) {
     if (!cursor) return;
     const epoch = this.epochOf(cursor);
     if (this.epoch && epoch !== this.epoch) { this.reset(cursor); return; }
-    if (!this.cursor || this.seqOf(cursor) > this.seqOf(this.cursor) || fromHello && !this.cursor) {
-      this.cursor = cursor;
-    }
-    this.epoch = epoch;
+    const mine = this.cursor ? this.seqOf(this.cursor) : 0;
+    const fresh = events.filter((e) => e && typeof e.seq === "number" && e.seq > mine && !this.above.has(e.seq));
+    const continues = !this.cursor || (!!from && this.epochOf(from) === this.epoch && this.seqOf(from) <= mine);
+    if (continues) this.adopt(cursor);
+    else for (const e of fresh) if (this.above.size < 10000) this.above.add(e.seq);
+    if (fresh.length) changes.receive(fresh);
   },
 
+  adopt(cursor) {
+    if (!this.cursor) {
+      this.cursor = cursor;
+      this.epoch = this.epochOf(cursor);
+      changes.start(this.epoch, this.seqOf(cursor)); // the counters' floor (§7.5)
+    } else if (this.seqOf(cursor) > this.seqOf(this.cursor)) {
+      this.cursor = cursor;
+    }
+    const at = this.seqOf(this.cursor);
+    for (const seq of this.above) if (seq <= at) this.above.delete(seq);
+  },
+
+  // A reset (frame, poll, or epoch change) sets cursor and epoch from the signal, sets
+  // the counter floor to its seq, and makes every reading stale; visible ones re-read
+  // once under the normal scheduling, hidden ones when they become visible.
   reset(cursor) {
-    this.cursor = cursor || null;
+    if (!cursor) return;
+    this.cursor = cursor;
     this.epoch = this.epochOf(cursor);
-    // Every reading is stale: re-read what is visible.
+    this.above.clear();
+    changes.reset(this.epoch, this.seqOf(cursor));
     for (const view of page.blocks.values()) view.markAllStale(cursor);
+    changes.chatsDirty = true;
     changes.flushSoon();
   },
 
-  deliver(events, cursor) {
-    const floor = this.seqOf(this.cursor);
-    const epoch = this.epochOf(cursor);
-    if (this.epoch && epoch && epoch !== this.epoch) { this.reset(cursor); return; }
-    const fresh = events.filter((e) => typeof e.seq !== "number" || e.seq > floor);
-    this.adopt(cursor);
-    if (fresh.length) changes.receive(fresh, cursor);
+  // ---- §7.3: the poll loop (every role; a follower's is the safety net) ----
+
+  // §7.3: a reply being written in the shown chat makes a run active for 5 min,
+  // renewed by every chat load that still shows it writing.
+  setRunActive(active) {
+    const was = Date.now() < this.runUntil;
+    this.runUntil = active ? Date.now() + RUN_TTL_MS : 0;
+    if (active && !was) this.nudge();
+    this.schedulePoll();
   },
 
   interval() {
-    const base = this.healthy() ? POLL_HEALTHY_MS : POLL_UNHEALTHY_MS;
-    const backoff = Math.min(300000, base * 2 ** Math.min(this.failures, 5));
-    return this.failures ? backoff : document.hidden ? Math.max(base, 10000) : base;
+    const run = Date.now() < this.runUntil;
+    const base = run && !this.healthy() ? POLL_UNHEALTHY_MS : POLL_HEALTHY_MS;
+    const shown = document.hidden ? Math.max(base, POLL_HIDDEN_MIN_MS) : base;
+    if (!this.failures) return shown;
+    return Math.min(POLL_FAILURE_CAP_MS, shown * 2 ** Math.min(this.failures, 5));
   },
 
+  // Polls never overlap; the next one is due at the last start + the current interval
+  // (so a changed condition reschedules it), never before a Retry-After.
   schedulePoll() {
-    if (!page.me || this.pollInFlight) return;
+    if (!this.running || this.signedOut || this.pollInFlight) return;
     clearTimeout(this.pollTimer);
-    const wait = Math.max(0, this.lastPollAt + this.interval() - Date.now());
-    this.pollTimer = setTimeout(() => this.poll(), wait);
+    const at = Math.max(this.lastPollAt + this.interval(), this.pollNotBefore);
+    this.pollTimer = setTimeout(() => this.poll(), Math.max(0, at - Date.now()));
+  },
+
+  // A poll now on run start, page shown or window focus, at most once per 2 s.
+  nudge() {
+    const now = Date.now();
+    if (!this.running || this.signedOut || now - this.lastNudgeAt < NUDGE_GAP_MS || now < this.pollNotBefore) return;
+    this.lastNudgeAt = now;
+    this.poll();
   },
 
   async poll() {
-    if (!page.me || this.pollInFlight) return;
+    if (!this.running || this.pollInFlight) return;
     clearTimeout(this.pollTimer);
+    const gen = this.gen;
+    const from = this.cursor;
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), Math.max(10000, 4 * this.interval()));
     this.pollInFlight = true;
     this.lastPollAt = Date.now();
+    let res = null;
+    let body = null;
     try {
-      const q = this.cursor ? "?cursor=" + encodeURIComponent(this.cursor) : "";
-      const body = await api("GET", "/ui/poll" + q);
-      this.failures = 0;
-      if (body.reset) this.reset(body.cursor);
-      else this.deliver(body.events || [], body.cursor);
-    } catch (e) {
-      if (e.status === 401 || e.status === 403) {
-        this.signedOut = true;
-        if (this.es) this.es.close();
-        this.es = null;
-      } else if (e.status !== 429) {
-        this.failures++;
-      }
+      res = await fetch(FEED_POLL + (from ? "?cursor=" + encodeURIComponent(from) : ""), { credentials: "same-origin", signal: ctl.signal });
+      if (res.ok) body = await res.json();
+    } catch (_) {
+      body = null;
     } finally {
-      this.pollInFlight = false;
-      this.show();
-      if (this.signedOut) this.pollTimer = setTimeout(() => { this.signedOut = false; this.poll(); }, 60000);
-      else this.schedulePoll();
+      clearTimeout(timer);
     }
+    if (gen !== this.gen) return; // stopped or restarted meanwhile
+    this.pollInFlight = false;
+    const status = res ? res.status : 0;
+    if (body && body.cursor) {
+      this.failures = 0;
+      if (this.signedOut) this.leaveSignedOut();
+      const msg = { t: "poll", from, cursor: body.cursor, events: body.events || [], reset: !!body.reset };
+      this.apply(msg);
+      this.forward(msg);
+    } else if (status === 401 || status === 403) {
+      this.enterSignedOut();
+      return;
+    } else {
+      if (status !== 429) this.failures++; // 5xx, network, timeout
+      const wait = retryAfterMs(res);
+      if (wait) this.pollNotBefore = Date.now() + wait;
+      if (this.signedOut) { this.enterSignedOut(); return; } // the one poll failed: wait again
+    }
+    this.show();
+    this.schedulePoll();
   },
 };
 
-// Counters and the 250 ms window of change-driven re-reads (sync.md §7.5, §7.7).
+// ---------- counters (sync.md §7.5) ----------
+
+// Every delivered event bumps `s:<scope>`, `w:<scope>` (key-less events), `k:<key>` and
+// `n:<source name>` to its seq. Reads return max(value, floor) within the epoch; the
+// floor is the cursor seq the transport started at, raised by resets. At most 1,000
+// entries: the least recently bumped one that no block on the page observes is evicted
+// (it then reads as the floor). Counters are bumped by the page's own echoes too: live
+// blocks never ignore echoes (§7.6); reading versions keep echoes from causing work.
 const changes = {
-  scope: new Map(), // scope -> max seq
-  whole: new Map(), // scope -> max seq of key-less events
-  key: new Map(), // key -> max seq
+  epoch: null,
+  floor: null,
+  entries: new Map(), // id -> seq, least recently bumped first
   windowTimer: null,
-  lastCursor: null,
   chatsDirty: false,
 
-  bump(map, k, seq) {
-    if (k === null || k === undefined) return;
-    if (!(map.get(k) >= seq)) map.set(k, seq);
+  clear() {
+    this.epoch = this.floor = null;
+    this.entries.clear();
+    clearTimeout(this.windowTimer);
+    this.windowTimer = null;
+    this.chatsDirty = false;
   },
 
-  receive(events, cursor) {
+  // The transport's first cursor: readings below it are stale from the start, so the
+  // visible ones read at once.
+  start(epoch, seq) {
+    this.epoch = epoch;
+    this.floor = seq;
+    this.checkViews();
+  },
+
+  reset(epoch, seq) {
+    this.entries.clear();
+    this.epoch = epoch;
+    this.floor = seq;
+  },
+
+  value(id) {
+    const v = this.entries.get(id);
+    return Math.max(v === undefined ? 0 : v, this.floor || 0);
+  },
+
+  counter(source) {
+    return this.value("n:" + source);
+  },
+
+  // The maximum over several sources: it moves whenever any of them does (seqs are global).
+  counters(sources) {
+    return Math.max(this.floor || 0, ...sources.map((s) => this.counter(s)));
+  },
+
+  bump(id, seq) {
+    if (this.entries.get(id) >= seq) return false;
+    this.entries.delete(id); // re-inserted last: the most recently bumped
+    this.entries.set(id, seq);
+    return true;
+  },
+
+  receive(events) {
+    let moved = false;
     for (const e of events) {
-      const seq = typeof e.seq === "number" ? e.seq : feed.seqOf(cursor);
-      this.bump(this.scope, e.scope, seq);
-      if (e.key === null || e.key === undefined) this.bump(this.whole, e.scope, seq);
-      else this.bump(this.key, e.key, seq);
-      if (e.source === "host.chats") this.chatsDirty = true;
+      if (typeof e.scope === "string") {
+        moved = this.bump("s:" + e.scope, e.seq) || moved;
+        if (e.key === null || e.key === undefined) moved = this.bump("w:" + e.scope, e.seq) || moved;
+      }
+      if (typeof e.key === "string") moved = this.bump("k:" + e.key, e.seq) || moved;
+      if (typeof e.source === "string") moved = this.bump("n:" + e.source, e.seq) || moved;
+      if (e.source === CHATS_SOURCE) this.chatsDirty = true;
     }
-    this.lastCursor = cursor;
-    // A non-resetting window: events during it join, it is not extended.
-    if (!this.windowTimer) this.windowTimer = setTimeout(() => this.flush(), CHANGE_WINDOW_MS);
+    this.evict();
+    if (moved) this.flushSoon();
   },
 
+  evict() {
+    if (this.entries.size <= MAX_COUNTERS) return;
+    const watched = new Set(["n:" + CHATS_SOURCE]);
+    for (const view of page.blocks.values()) for (const id of view.counterIds()) watched.add(id);
+    for (const id of this.entries.keys()) {
+      if (this.entries.size <= MAX_COUNTERS) break;
+      if (!watched.has(id)) this.entries.delete(id);
+    }
+  },
+
+  // §7.7: the counter value that makes a reading with this `sync` stale, or 0.
+  staleBy(sync) {
+    if (!sync || this.epoch === null) return 0;
+    if (sync.epoch !== this.epoch) return Math.max(this.floor || 0, 1);
+    let top = this.floor || 0;
+    if (!sync.keys || sync.keys.length === 0) top = Math.max(top, this.value("s:" + sync.scope));
+    else for (const id of ["w:" + sync.scope, ...sync.keys.map((k) => "k:" + k)]) top = Math.max(top, this.value(id));
+    return top > sync.version ? top : 0;
+  },
+
+  // §7.7: a 250 ms non-resetting window after a counter moves: events during it join,
+  // it is not extended.
   flushSoon() {
     if (!this.windowTimer) this.windowTimer = setTimeout(() => this.flush(), CHANGE_WINDOW_MS);
   },
 
-  // The counter value that makes a reading stale, or 0.
-  staleBy(sync) {
-    if (!sync) return 0;
-    if (feed.epoch && sync.epoch && sync.epoch !== feed.epoch) return feed.seqOf(feed.cursor) || 1;
-    let top;
-    if (!sync.keys || sync.keys.length === 0) top = this.scope.get(sync.scope) || 0;
-    else top = Math.max(this.whole.get(sync.scope) || 0, ...sync.keys.map((k) => this.key.get(k) || 0));
-    return top > sync.version ? top : 0;
-  },
-
   flush() {
     this.windowTimer = null;
-    if (feed.signedOut) return;
-    for (const view of page.blocks.values()) view.onChanges(this);
+    if (!feed.running || feed.signedOut) return;
+    this.checkViews();
+    // §4.4: the shown chat is re-read only when `host.chats` moved past what it shows,
+    // so the echo of the page's own write (already shown) triggers nothing.
     if (this.chatsDirty) {
       this.chatsDirty = false;
-      reloadChat(true);
+      if (this.counter(CHATS_SOURCE) > page.chatVersion) reloadChat(true);
+    }
+  },
+
+  checkViews() {
+    for (const view of page.blocks.values()) view.onChanges();
+  },
+};
+
+// ---------- change-driven reads (sync.md §7.7) ----------
+
+// Per page at most 4 change-driven `ui.query` requests in flight; the rest wait in
+// order. Per query: one request at a time, at least 1 s between the starts of two
+// change-driven ones, and a `retryAfterMs` from the host is honoured (`notBefore`).
+// A queued query is re-checked when its turn comes: fresh by then, hidden, or given up
+// for its counter, it is dropped.
+const reader = {
+  queue: [], // {view, name}
+  inFlight: 0,
+  timer: null,
+
+  want(view, name) {
+    if (!this.queue.some((j) => j.view === view && j.name === name)) this.queue.push({ view, name });
+    this.pump();
+  },
+
+  pump() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    const now = Date.now();
+    let wake = Infinity;
+    for (let i = 0; i < this.queue.length && this.inFlight < MAX_CHANGE_READS;) {
+      const { view, name } = this.queue[i];
+      const seq = view.changeDue(name);
+      if (!seq) { this.queue.splice(i, 1); continue; }
+      const q = view.q(name);
+      const at = Math.max(q.lastChangeStart + MIN_CHANGE_GAP_MS + GAP_SLACK_MS, q.notBefore);
+      if (q.inFlight || at > now) {
+        if (!q.inFlight) wake = Math.min(wake, at); // else: its answer pumps again
+        i++;
+        continue;
+      }
+      this.queue.splice(i, 1);
+      this.start(view, name, seq);
+    }
+    if (wake < Infinity) this.timer = setTimeout(() => this.pump(), wake - now);
+  },
+
+  async start(view, name, seq) {
+    this.inFlight++;
+    view.q(name).lastChangeStart = Date.now();
+    try {
+      await view.read(name, changes.epoch + "." + seq, seq);
+    } finally {
+      this.inFlight--;
+      this.pump();
     }
   },
 };
+
+// Read-only state for tests and debugging.
+window.uiblocksDebug = Object.freeze({
+  role: () => feed.role,
+  cursor: () => feed.cursor,
+  streams: () => [...feed.streams].filter((es) => es.readyState !== 2).length,
+  inFlight: () => reader.inFlight,
+});
+
+// §5.3: tabs share one cookie, so signing in or out in one tab changes every tab's
+// principal. Tabs tell each other; each re-reads /api/me and, if it changed, restarts
+// its transport (a new election under the new principal's lock and channel).
+const sessionChannel = typeof BroadcastChannel === "function" ? new BroadcastChannel("uiblocks-session") : null;
+
+function announcePrincipal() {
+  if (sessionChannel) sessionChannel.postMessage({ userId: page.me ? page.me.userId : null });
+}
+
+if (sessionChannel) {
+  sessionChannel.onmessage = (e) => {
+    const userId = e.data ? e.data.userId : null;
+    if (userId !== (page.me ? page.me.userId : null)) recheckPrincipal(userId);
+  };
+}
+
+// `userId` is what the other tab announced: null (signed out) needs no request.
+async function recheckPrincipal(userId) {
+  let me = null;
+  if (userId) try { me = await api("GET", "/api/me"); } catch (_) { me = null; }
+  if ((me ? me.userId : null) === (page.me ? page.me.userId : null)) return;
+  leaveWorkspace();
+  if (me) {
+    page.me = me;
+    await enter();
+  }
+}
 
 // ---------- one block on screen ----------
 
@@ -406,15 +840,18 @@ class BlockView {
     this.defaultsKey = JSON.stringify(this.values);
     this.readings = {}; // name -> latest reading (any state)
     this.good = {}; // name -> {inputs, reading}: last fresh reading per input set
-    this.stale = {}; // name -> seen cursor
-    this.inFlight = {};
-    this.lastChangeRead = {};
+    this.stale = {}; // name -> {seq, at}: made stale by a reset (sync.md §7.4)
+    this.qs = {}; // name -> per-query read state, see q()
     this.links = new Map(); // nodeId -> resolution
     this.linkKey = "";
-    this.cycleTimer = null;
     this.restTimer = null;
+    this.evalTimer = null;
     this.refreshing = false;
-    this.visible = true;
+    this.again = new Set(); // queries asked for while a cycle ran
+    this.disposed = false;
+    // Hidden blocks never read (sync.md §7.7): with an IntersectionObserver a block counts
+    // as hidden until it reports being on screen.
+    this.visible = !("IntersectionObserver" in window);
     this.view = null;
     this.error = null;
     this.el = h("div", { class: "block", role: "group" });
@@ -451,8 +888,10 @@ class BlockView {
   }
 
   dispose() {
-    clearTimeout(this.cycleTimer);
+    this.disposed = true;
     clearTimeout(this.restTimer);
+    clearTimeout(this.evalTimer);
+    for (const q of Object.values(this.qs)) clearTimeout(q.cadence);
     if (this.observer) this.observer.disconnect();
   }
 
@@ -518,43 +957,82 @@ class BlockView {
     this.restTimer = setTimeout(() => this.cycle(), REST_MS);
   }
 
+  // Per-query read state: the request in flight, the 10 s cadence timer, and the
+  // change-driven bookkeeping of sync.md §7.7.
+  q(name) {
+    return this.qs[name] || (this.qs[name] = {
+      inFlight: null, // {inputs, trailing, at}
+      cadence: null,
+      lastReadingAt: 0,
+      lastChangeStart: 0,
+      notBefore: 0, // retryAfterMs from the host
+      tries: 0,
+      gaveUp: 0, // the counter no more change-driven requests are sent for
+    });
+  }
+
+  // The block became visible, or the page did: a stale reading is read once at once
+  // (change-driven); a query not read for 10 s (or never on this page) is read now.
   trigger() {
-    if (!this.live || !this.visible || document.hidden) return;
-    const since = Date.now() - (this.lastCycleAt || 0);
-    if (since >= REFRESH_MS) this.cycle();
-    else this.scheduleCycle(REFRESH_MS - since);
+    if (!this.live || !this.visible || document.hidden || feed.signedOut) return;
+    const due = [];
+    for (const name of this.queryNames) {
+      const q = this.q(name);
+      if (this.changeDue(name)) reader.want(this, name);
+      else if (!q.inFlight && Date.now() - q.lastReadingAt >= REFRESH_MS) due.push(name);
+    }
+    if (due.length) this.cycle(due);
   }
 
-  scheduleCycle(ms) {
-    clearTimeout(this.cycleTimer);
-    this.cycleTimer = setTimeout(() => this.cycle(), ms);
+  // §7.7: every reading that arrives, whatever caused it, restarts its query's 10 s
+  // cadence timer. A timer that fires while the block is hidden does nothing: the block
+  // reads when it becomes visible (trigger).
+  restartCadence(name) {
+    const q = this.q(name);
+    clearTimeout(q.cadence);
+    q.cadence = setTimeout(() => { q.cadence = null; this.cycle([name]); }, REFRESH_MS);
   }
 
-  async cycle() {
-    if (!this.live) return;
-    clearTimeout(this.cycleTimer);
-    if (!this.visible || document.hidden || feed.signedOut) { this.scheduleCycle(REFRESH_MS); return; }
-    if (this.refreshing) return;
+  // Reads `names` (all queries by default) one after the other, then draws.
+  async cycle(names) {
+    if (!this.live || this.disposed) return;
+    if (!this.visible || document.hidden || feed.signedOut) return;
+    const wanted = (names || this.queryNames).slice(0, MAX_QUERIES_PER_CYCLE);
+    if (this.refreshing) { for (const n of wanted) this.again.add(n); return; }
     this.refreshing = true;
-    this.lastCycleAt = Date.now();
     this.drawStatus();
     try {
-      for (const name of this.queryNames.slice(0, MAX_QUERIES_PER_CYCLE)) {
-        if (!this.visible) break;
+      for (const name of wanted) {
+        if (!this.visible || this.disposed) break;
         await this.read(name);
       }
     } finally {
       this.refreshing = false;
-      await this.evaluate();
-      this.scheduleCycle(REFRESH_MS);
+      this.evaluateSoon();
+    }
+    if (this.again.size) {
+      const more = [...this.again];
+      this.again.clear();
+      this.cycle(more);
     }
   }
 
-  async read(name, seen) {
-    if (this.inFlight[name]) { this.inFlight[name].trailing = seen || true; return; }
-    const slot = { trailing: null };
-    this.inFlight[name] = slot;
+  evaluateSoon() {
+    if (this.evalTimer || this.disposed) return;
+    this.evalTimer = setTimeout(() => { this.evalTimer = null; this.evaluate(); }, 0);
+  }
+
+  // One `ui.query`; `seen`/`seq` for a change-driven request (sync.md §8.3). At most one
+  // request per query at a time; inputs changed meanwhile are read once it settles.
+  async read(name, seen, seq) {
+    const q = this.q(name);
     const inputs = this.inputsKey;
+    if (q.inFlight) {
+      if (q.inFlight.inputs !== inputs) q.inFlight.trailing = true;
+      return;
+    }
+    const slot = { inputs, trailing: false, at: Date.now() };
+    q.inFlight = slot;
     const body = {
       chatId: this.chatId,
       itemId: this.item.id,
@@ -563,46 +1041,85 @@ class BlockView {
       query: name,
       values: this.values,
     };
-    if (typeof seen === "string") body.seen = seen;
+    if (seen) body.seen = seen;
     let reading;
     try {
       reading = await api("POST", "/ui/query", body);
     } catch (e) {
       reading = { state: "failed", code: e.code || "unreadable", reason: e.message, readAt: Date.now() };
-      if (e.status === 401) feed.signedOut = true;
+      if (e.status === 401) feed.enterSignedOut();
     }
+    q.inFlight = null;
+    if (this.disposed) return;
     this.readings[name] = reading;
     if (reading.state === "fresh") {
       this.good[name] = { inputs, reading };
-      delete this.stale[name];
+      if (this.stale[name] && this.stale[name].at <= slot.at) delete this.stale[name];
     }
-    delete this.inFlight[name];
-    if (slot.trailing) await this.read(name, typeof slot.trailing === "string" ? slot.trailing : undefined);
+    q.lastReadingAt = Date.now();
+    this.restartCadence(name);
+    if (seq) this.settleChange(q, reading, seq);
+    this.evaluateSoon();
+    if (slot.trailing) await this.read(name);
+    else if (this.changeDue(name)) reader.want(this, name); // stale again meanwhile: one trailing request
+    reader.pump();
   }
 
+  // §7.7, §8.4: after a change-driven answer. A `retryAfterMs` (the host's 1 s gap, busy
+  // slots) delays the next try; an answer whose version is still below the counter
+  // that triggered it is not retried for that counter: the 10 s cadence takes over.
+  settleChange(q, reading, seq) {
+    const version = reading.sync && typeof reading.sync.version === "number" ? reading.sync.version : -1;
+    if (version >= seq) {
+      q.tries = 0;
+    } else if (typeof reading.retryAfterMs === "number" && q.tries < 3) {
+      q.tries++;
+      q.notBefore = Date.now() + reading.retryAfterMs;
+    } else {
+      q.tries = 0;
+      q.gaveUp = Math.max(q.gaveUp, seq);
+    }
+  }
+
+  // The counter seq that makes `name` due for a change-driven read, or 0: hidden blocks
+  // never read, nothing is read while signed out, and a reading last refused is retried
+  // only by the cadence or a user action (sync.md §9.2).
+  changeDue(name) {
+    if (this.disposed || !this.live || !this.visible || document.hidden || feed.signedOut) return 0;
+    const r = this.readings[name];
+    if (r && r.state === "refused") return 0;
+    const g = this.good[name];
+    let seq = g ? changes.staleBy(g.reading.sync) : 0;
+    if (this.stale[name]) seq = Math.max(seq, this.stale[name].seq || 1);
+    return seq > this.q(name).gaveUp ? seq : 0;
+  }
+
+  // A reset: every reading is stale; what was given up for (seqs of the old position,
+  // maybe of another epoch) no longer counts.
   markAllStale(cursor) {
-    for (const name of this.queryNames) this.stale[name] = cursor || "";
+    const seq = feed.seqOf(cursor);
+    for (const name of this.queryNames) {
+      this.stale[name] = { seq, at: Date.now() };
+      Object.assign(this.q(name), { gaveUp: 0, tries: 0, notBefore: 0 });
+    }
   }
 
-  // A `changes` frame moved a counter: re-read each visible stale reading once.
-  onChanges(counters) {
-    if (!this.live || !this.visible || document.hidden) return;
-    const due = [];
-    for (const name of this.queryNames) {
-      const r = this.good[name] && this.good[name].reading;
-      const by = r ? counters.staleBy(r.sync) : 0;
-      if (by || name in this.stale) due.push([name, counters.lastCursor || this.stale[name]]);
+  // The counters moved (end of the 250 ms window) or the transport started: each
+  // visible stale reading gets one change-driven request.
+  onChanges() {
+    for (const name of this.queryNames) if (this.changeDue(name)) reader.want(this, name);
+  }
+
+  // The counter entries this block's readings observe (never evicted, §7.5).
+  counterIds() {
+    const out = [];
+    for (const g of Object.values(this.good)) {
+      const sync = g.reading.sync;
+      if (!sync) continue;
+      if (!sync.keys || sync.keys.length === 0) out.push("s:" + sync.scope);
+      else out.push("w:" + sync.scope, ...sync.keys.map((k) => "k:" + k));
     }
-    if (!due.length) return;
-    (async () => {
-      for (const [name, seen] of due) {
-        const gap = Date.now() - (this.lastChangeRead[name] || 0);
-        if (gap < MIN_CHANGE_GAP_MS) await new Promise((r) => setTimeout(r, MIN_CHANGE_GAP_MS - gap));
-        this.lastChangeRead[name] = Date.now();
-        await this.read(name, seen || undefined);
-      }
-      await this.evaluate();
-    })();
+    return out;
   }
 
   // ---- links ----
@@ -681,6 +1198,7 @@ class BlockView {
   }
 
   async choose(choiceId) {
+    const write = { write: true };
     try {
       await api("POST", "/ui/choice", {
         chatId: this.chatId,
@@ -690,12 +1208,15 @@ class BlockView {
         choiceId,
         values: this.values,
         reads: this.reads(),
-      });
+      }, write);
       showNote("Choice sent.");
     } catch (e) {
       showNote("The choice was not sent: " + e.message);
     }
     await reloadChat(false);
+    // sync.md §4.4: this load (started after the write) shows it, so the write's seq is
+    // the version of the shown chat; its echo then triggers no second load.
+    if (write.seq) page.chatVersion = Math.max(page.chatVersion, feed.seqOf(write.seq));
   }
 
   // ---- drawing ----
@@ -1137,6 +1658,7 @@ function showNote(text) {
 async function signIn(user) {
   try {
     page.me = await api("POST", "/api/login", { user });
+    announcePrincipal();
     await enter();
   } catch (e) {
     $("#signin-error").textContent = "Could not sign in: " + e.message;
@@ -1147,7 +1669,7 @@ async function enter() {
   $("#signin").hidden = true;
   $("#workspace").hidden = false;
   $("#who").textContent = `${page.me.userId} · ${page.me.projects.join(", ")}`;
-  feed.start();
+  feed.start(page.me.userId);
   await loadChats();
 }
 
@@ -1174,21 +1696,32 @@ async function openChat(id) {
   await reloadChat(false);
 }
 
+// One chat load at a time. A load asked for while one runs starts after it (the running
+// one may have begun before the caller's change); further asks join that second load.
 let reloading = null;
-async function reloadChat(quiet) {
-  if (!page.chatId) return;
-  if (reloading) return reloading;
+let reloadNext = null;
+function reloadChat(quiet) {
+  if (!page.chatId) return Promise.resolve();
+  if (reloading) {
+    if (!reloadNext) reloadNext = reloading.then(() => { reloadNext = null; return reloadChat(quiet); });
+    return reloadNext;
+  }
   reloading = (async () => {
+    // The `host.chats` counter before the load: the version of what it shows (§4.4).
+    const version = changes.counter(CHATS_SOURCE);
+    const chatId = page.chatId;
     try {
-      const detail = await api("GET", "/api/chats/" + encodeURIComponent(page.chatId));
+      const detail = await api("GET", "/api/chats/" + encodeURIComponent(chatId));
+      if (chatId !== page.chatId) return; // another chat was opened meanwhile: its load follows
       page.detail = detail;
+      page.chatVersion = Math.max(page.chatVersion, version);
       drawChat(detail, quiet);
+      // sync.md §7.3: a reply being written here makes an agent run active.
+      feed.setRunActive(detail.items.some((item) => item.streaming));
     } catch (e) {
       if (!quiet) $("#items").replaceChildren(h("li", { class: "error", text: "Could not load the chat: " + e.message }));
-    } finally {
-      reloading = null;
     }
-  })();
+  })().finally(() => { reloading = null; });
   return reloading;
 }
 
@@ -1235,7 +1768,7 @@ async function insertRun() {
   const n = Math.floor(Math.random() * 900) + 100;
   const status = Math.random() < 0.7 ? "passed" : "failed";
   try {
-    const res = await api("POST", "/api/sources/ci.runs/rows", { rows: [{ branch, name: `manual run ${n}`, status }] });
+    const res = await api("POST", "/api/sources/ci.runs/rows", { rows: [{ branch, name: `manual run ${n}`, status }] }, { write: true });
     showNote(`Inserted "manual run ${n}" (${status}) on ${branch}` + (res && res.cursor ? ` at ${res.cursor}` : ""));
   } catch (e) {
     showNote("Insert failed: " + e.message);
@@ -1244,6 +1777,12 @@ async function insertRun() {
 
 async function signOut() {
   try { await api("POST", "/api/logout"); } catch (_) { /* already out */ }
+  leaveWorkspace();
+  announcePrincipal();
+}
+
+// Back to the sign-in screen: the transport stops (its leadership passes to another tab).
+function leaveWorkspace() {
   feed.stop();
   for (const b of page.blocks.values()) b.dispose();
   page.blocks.clear();
@@ -1254,14 +1793,16 @@ async function signOut() {
   $("#who").textContent = "";
 }
 
+// sync.md §7.3: showing the page or focusing the window polls at once (at most once per
+// 2 s) and changes the cadence; a shown page reads its visible blocks if due (§7.7).
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) {
-    if (Date.now() - feed.lastPollAt > 2000) feed.poll();
+    feed.nudge();
     for (const b of page.blocks.values()) b.trigger();
-  } else {
-    feed.schedulePoll();
   }
+  feed.schedulePoll();
 });
+window.addEventListener("focus", () => feed.nudge());
 
 async function boot() {
   for (const btn of document.querySelectorAll("[data-user]")) btn.addEventListener("click", () => signIn(btn.dataset.user));

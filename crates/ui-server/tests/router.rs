@@ -1452,3 +1452,81 @@ async fn the_database_survives_a_restart() {
     );
     drop(dir);
 }
+
+// ---- echo suppression (sync.md §4.4) ----
+
+/// The events recorded after `cursor`, polling until some arrive.
+async fn events_after(app: &App, cookie: &str, cursor: &str) -> Vec<Json> {
+    for _ in 0..100 {
+        let p = poll(app, cookie, Some(cursor)).await;
+        if let Some(events) = p.body["events"].as_array().filter(|e| !e.is_empty()) {
+            return events.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Vec::new()
+}
+
+#[tokio::test]
+async fn a_choice_records_the_pages_request_source_and_answers_its_seq() {
+    let app = App::new().await;
+    let alice = app.login("alice").await;
+    let (chat, item) = app.chat_with_reply(&alice, REPLY).await;
+    let (block, revision) = first_block(&item);
+    let read = frozen_read_id(&item, &block);
+    let shown = view(&app, &alice, &chat, &item, json!({})).await.body;
+    let rerun = find_node(&shown["view"]["nodes"], "Choice", Some("Rerun")).unwrap()["id"].clone();
+    let choose = |rs: &str| {
+        Request::post("/ui/choice")
+            .header("cookie", alice.clone())
+            .header("content-type", "application/json")
+            .header("x-ui-request-source", rs)
+            .body(Body::from(
+                json!({"chatId": chat, "itemId": item["id"], "blockId": block,
+                       "revision": revision, "choiceId": rerun, "reads": {"$runs": read},
+                       "values": {}})
+                .to_string(),
+            ))
+            .unwrap()
+    };
+    let page = format!("p-{}", "a".repeat(26));
+    let before = poll(&app, &alice, None).await.body["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = app.send(choose(&page)).await;
+    assert_eq!(a.status, StatusCode::OK, "{a:?}");
+    let seq = a.header("x-ui-sync-seq").expect("a write answers its seq");
+    let events = events_after(&app, &alice, &before).await;
+    assert!(!events.is_empty());
+    assert!(
+        events
+            .iter()
+            .all(|e| e["source"] == "host.chats" && e["rs"] == page.as_str()),
+        "{events:?}"
+    );
+    let top = events
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap();
+    assert_eq!(top.to_string(), seq.split('.').nth(1).unwrap());
+    // An invalid request source counts as absent, never as an error.
+    let (chat2, _) = app.chat_with_reply(&alice, REPLY).await;
+    let before = poll(&app, &alice, None).await.body["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let req = Request::post(format!("/api/chats/{chat2}/messages"))
+        .header("cookie", alice.clone())
+        .header("content-type", "application/json")
+        .header("x-ui-request-source", "not a page id!")
+        .body(Body::from(json!({"text": "hi"}).to_string()))
+        .unwrap();
+    let a = app.send(req).await;
+    assert_eq!(a.status, StatusCode::CREATED, "{a:?}");
+    assert!(a.header("x-ui-sync-seq").is_some());
+    let events = events_after(&app, &alice, &before).await;
+    assert!(!events.is_empty());
+    assert!(events.iter().all(|e| e["rs"].is_null()), "{events:?}");
+}

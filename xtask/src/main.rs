@@ -3,8 +3,11 @@
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
 //!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
 //!   PostgreSQL tests of `ui-sync` run against a throwaway cluster that it installs (apt) and
-//!   starts as root, or against `UI_SYNC_PG` when that is set.
-//! - `cargo xtask bench [ARGS]` — the criterion benchmarks (`cargo bench -p benches`).
+//!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
+//!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
+//!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing.
+//! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
+//!   (`cargo bench -p benches`), then one table of their figures.
 //!
 //! Each step prints the command it runs; the first failing step stops the run with a
 //! non-zero exit code.
@@ -143,6 +146,7 @@ fn ci(root: &Path) -> Result<(), String> {
             },
         )
     })?;
+    browser_test(root)?;
     let after_tests = [
         Step {
             label: "doctest",
@@ -272,33 +276,129 @@ fn postgres_bin() -> Option<PathBuf> {
 
 /// `apt-get update` and `apt-get install -y postgresql`, non-interactively.
 fn install_postgres(root: &Path) -> Result<(), String> {
-    let has_apt = Command::new("apt-get")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !has_apt {
+    if !has_apt() {
         return Err(format!(
             "postgres: no {POSTGRES_LIB}/*/bin/initdb and no apt-get to install PostgreSQL \
              with (CI expects a Debian machine). Install PostgreSQL, or set UI_SYNC_PG."
         ));
     }
+    apt_install(root, "postgres-install", &["postgresql"])
+        .map_err(|step| format!("postgres: installing PostgreSQL failed: {step}"))
+}
+
+/// Whether `apt-get` can be run.
+fn has_apt() -> bool {
+    Command::new("apt-get")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// `apt-get update` (once per run) and `apt-get install -y --no-install-recommends
+/// PACKAGES`, non-interactively, as steps labelled `label`.
+fn apt_install(root: &Path, label: &str, packages: &[&str]) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static UPDATED: AtomicBool = AtomicBool::new(false);
     let env: &[(&str, &str)] = &[("DEBIAN_FRONTEND", "noninteractive")];
-    for args in [
-        &["update"][..],
-        &["install", "-y", "--no-install-recommends", "postgresql"][..],
-    ] {
+    if !UPDATED.load(Ordering::Relaxed) {
         run(
             root,
             &Step {
-                label: "postgres-install",
+                label,
                 program: "apt-get",
-                args,
+                args: &["update"],
                 env,
             },
-        )
-        .map_err(|step| format!("postgres: installing PostgreSQL failed: {step}"))?;
+        )?;
+        UPDATED.store(true, Ordering::Relaxed);
     }
-    Ok(())
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    run(
+        root,
+        &Step {
+            label,
+            program: "apt-get",
+            args: &args,
+            env,
+        },
+    )
+}
+
+/// Debian's Chromium, which the browser test drives (`UI_E2E_CHROMIUM` overrides it).
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Debian's chromedriver (package `chromium-driver`; `UI_E2E_CHROMEDRIVER` overrides it).
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// The browser end-to-end test of the demo page (`crates/ui-server/tests/browser.rs`),
+/// which plain `cargo test` skips as ignored.
+///
+/// Installs Debian's `chromium` and `chromium-driver` (apt, as root) when Chromium or
+/// chromedriver is missing, then runs `cargo test --workspace --test browser --
+/// --include-ignored`: the workspace's feature set and the test step's profile, so the
+/// test binary the test step built is reused, not rebuilt. The test gets the chromedriver
+/// and Chromium paths (`UI_E2E_CHROMEDRIVER`, `UI_E2E_CHROMIUM`) and the directory for its
+/// screenshots (`UI_E2E_ARTIFACTS` = `<target dir>/e2e`), whose paths are printed.
+fn browser_test(root: &Path) -> Result<(), String> {
+    let path_var = |var: &str, default: &str| {
+        std::env::var(var)
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let driver = path_var("UI_E2E_CHROMEDRIVER", CHROMEDRIVER);
+    let chromium = path_var("UI_E2E_CHROMIUM", CHROMIUM);
+    let present = || Path::new(&driver).is_file() && Path::new(&chromium).is_file();
+    if !present() {
+        println!(
+            "\n==> [browser] {chromium} or {driver} is missing: installing chromium and chromium-driver"
+        );
+        if !is_root() || !has_apt() {
+            return Err(format!(
+                "browser: the browser test needs {chromium} and {driver} (Debian's `chromium` and \
+                 `chromium-driver`), which `xtask ci` installs with apt-get as root. Run as root on \
+                 Debian, install them, or set UI_E2E_CHROMIUM and UI_E2E_CHROMEDRIVER."
+            ));
+        }
+        apt_install(root, "browser-install", &["chromium", "chromium-driver"])
+            .map_err(|step| format!("browser: installing Chromium failed: {step}"))?;
+        if !present() {
+            return Err(format!(
+                "browser: `apt-get install chromium chromium-driver` left no {chromium} or {driver}"
+            ));
+        }
+    }
+    let artifacts = target_dir(root).join("e2e");
+    let artifacts_text = artifacts.to_string_lossy().into_owned();
+    let outcome = run(
+        root,
+        &Step {
+            label: "test-browser",
+            program: "cargo",
+            args: &[
+                "test",
+                "--workspace",
+                "--test",
+                "browser",
+                "--",
+                "--include-ignored",
+            ],
+            env: &[
+                ("UI_E2E_CHROMEDRIVER", &driver),
+                ("UI_E2E_CHROMIUM", &chromium),
+                ("UI_E2E_ARTIFACTS", &artifacts_text),
+            ],
+        },
+    );
+    let shot = artifacts.join(if outcome.is_ok() {
+        "demo.png"
+    } else {
+        "failure.png"
+    });
+    if shot.is_file() {
+        println!("    screenshot: {}", shot.display());
+    }
+    outcome
 }
 
 /// A free TCP port on 127.0.0.1: the one the OS hands a listener bound to port 0.
@@ -520,7 +620,8 @@ const QUICK: &[&str] = &["--warm-up-time", "1", "--measurement-time", "3"];
 /// `cargo xtask bench [--quick] [--bench NAME]... [CRITERION ARGS] [-- CRITERION ARGS]`:
 /// runs `cargo bench -p benches` (only the bench targets named by `--bench`, if any),
 /// passing every other argument to criterion (`--quick` stands for [`QUICK`]), then prints
-/// the comparison table from criterion's estimates.
+/// the comparison table from criterion's estimates and the HTTP load figures (`--bench
+/// http` runs only that bench; it ignores criterion's timing options).
 fn bench(root: &Path, extra: &[String]) -> Result<(), String> {
     let mut targets: Vec<&str> = Vec::new();
     let mut criterion_args: Vec<&str> = Vec::new();
@@ -649,9 +750,71 @@ fn bench_table(criterion: &Path, started: std::time::SystemTime) -> String {
     }
     out.push_str(&format!(
         "\nMedians from {}/<group>/<bench>/new/estimates.json; ratio = reference / ours. \
-         Wall-clock numbers on this 2-core machine vary by ±30% run to run.",
+         Wall-clock numbers on this 2-core machine vary by ±30% run to run.\n\n",
         criterion.display()
     ));
+    out.push_str(&http_table(criterion, started));
+    out
+}
+
+/// The figures of the HTTP load bench (`benches/benches/http.rs`, not criterion): each
+/// row's directory under `http_load/` and its label.
+const HTTP_FIGURES: &[(&str, &str)] = &[
+    (
+        "query_100_clients",
+        "20,000 cached `ui.query`, 100 keep-alive clients",
+    ),
+    (
+        "events_1000_streams",
+        "1,000 event streams get one write (server windows 50 + 100 ms)",
+    ),
+    (
+        "events_1000_streams_no_windows",
+        "1,000 event streams get one write (windows 1 ms)",
+    ),
+];
+
+/// The Markdown table of the HTTP load figures, from `http_load/<name>/figures.json`
+/// under `criterion`; a file older than `started` is marked, a missing one is "not run".
+fn http_table(criterion: &Path, started: std::time::SystemTime) -> String {
+    let mut out = String::from(
+        "| HTTP load on 127.0.0.1 (`http_load/…`) | figures |\n\
+         | --- | --- |\n",
+    );
+    for (name, label) in HTTP_FIGURES {
+        let file = criterion.join("http_load").join(name).join("figures.json");
+        let json = std::fs::read_to_string(&file).unwrap_or_default();
+        let n = |key: &str| json_number_after(&json, &[&format!("\"{key}\"")]);
+        let figures = if let Some(rate) = n("requests_per_sec") {
+            format!(
+                "{rate:.0} requests/s; latency p50 {:.1} ms, p99 {:.1} ms",
+                n("p50_ms").unwrap_or(f64::NAN),
+                n("p99_ms").unwrap_or(f64::NAN)
+            )
+        } else if let Some(last) = n("last_median_ms") {
+            format!(
+                "last stream after {last:.1} ms (median of {} rounds, worst {:.1} ms); \
+                 per stream p50 {:.1} ms, p99 {:.1} ms",
+                n("rounds").unwrap_or(f64::NAN),
+                n("max_ms").unwrap_or(f64::NAN),
+                n("p50_ms").unwrap_or(f64::NAN),
+                n("p99_ms").unwrap_or(f64::NAN)
+            )
+        } else {
+            "not run".to_owned()
+        };
+        let stale = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified < started);
+        out.push_str(&format!(
+            "| {label} | {figures}{} |\n",
+            if stale { " (old run)" } else { "" }
+        ));
+    }
+    out.push_str(
+        "\nFrom http_load/<name>/figures.json: the real server and its clients in one process \
+         on this 2-core machine, so client and server share the cores.",
+    );
     out
 }
 

@@ -11,6 +11,11 @@
 //! assert_eq!(response["ok"], true);
 //! assert_eq!(response["fallbackText"], "Done\n");
 //! ```
+//!
+//! Dependencies beyond the workspace's crates: clap (the command line), annotate-snippets
+//! (rustc-style diagnostics), anyhow (errors of the commands), tokio (`serve`), and
+//! indicatif — the progress bar of `check` over many files, drawn on standard error only
+//! when that is a terminal (no default features: no wide-character widths, no wasm clock).
 
 pub mod cli;
 pub mod commands;

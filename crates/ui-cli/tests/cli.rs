@@ -204,3 +204,81 @@ fn driver_answers_compile() {
     assert_eq!(v["ok"], true);
     assert_eq!(v["fallbackText"], "Here you go.\n\nDone\n");
 }
+
+/// Twelve files named after `tag` (the eighth with a diagnostic): more than the progress
+/// bar's threshold.
+fn many_files(tag: &str) -> Vec<PathBuf> {
+    (0..12)
+        .map(|i| {
+            let text = if i == 7 { BAD_REPLY } else { OK_REPLY };
+            temp_file(&format!("{tag}-{i:02}.md"), text)
+        })
+        .collect()
+}
+
+#[test]
+fn check_many_files_as_json_without_a_terminal_prints_clean_lines_and_no_progress() {
+    let files = many_files("many-piped");
+    let mut args = vec!["check", "--format", "json"];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    // The test's stdout and stderr are pipes: no progress bar, no terminal codes.
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "nothing but errors goes to stderr");
+    let text = stdout(&out);
+    assert!(!text.contains(['\r', '\x1b']), "{text:?}");
+    let lines: Vec<Json> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), files.len());
+    for (line, file) in lines.iter().zip(&files) {
+        assert_eq!(line["file"], file.to_str().unwrap());
+    }
+    assert_eq!(
+        lines[7]["blocks"][0]["diagnostics"][0]["code"],
+        "unknown_component"
+    );
+}
+
+/// `script` (util-linux) gives the command a terminal; its stdout is redirected to a file
+/// inside that terminal, so only stderr is on the terminal.
+#[test]
+fn check_many_files_draws_the_progress_bar_on_a_terminal_stderr_only() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` to run the binary on a terminal");
+        return;
+    }
+    let files = many_files("many-tty");
+    let json = temp_file("many-tty.json", "");
+    let mut command = format!("'{}' check --format json", env!("CARGO_BIN_EXE_uiblocks"));
+    for f in &files {
+        command.push_str(&format!(" '{}'", f.display()));
+    }
+    command.push_str(&format!(" > '{}'", json.display()));
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        // Without `TERM` (or with `TERM=dumb`) the terminal cannot redraw a line: no bar.
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The terminal saw the bar (and its clearing); the JSON file saw only the reports.
+    let screen = stdout(&out);
+    assert!(screen.contains("checking ["), "{screen:?}");
+    assert!(screen.contains("/12"), "{screen:?}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(!text.contains(['\r', '\x1b']), "{text:?}");
+    let lines: Vec<Json> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), files.len());
+}
+
+#[test]
+fn check_few_files_never_draw_a_bar() {
+    assert_eq!(ui_cli::commands::check::PROGRESS_MIN_FILES, 8);
+    assert!(ui_cli::commands::check::progress_bar(7).is_hidden());
+}

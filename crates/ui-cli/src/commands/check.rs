@@ -1,5 +1,6 @@
 //! `uiblocks check`: compile files as final replies and report every diagnostic, like
-//! rustc (with source snippets) or as JSON lines.
+//! rustc (with source snippets) or as JSON lines, with a progress bar on standard error
+//! when a terminal watches many files go by.
 //!
 //! Offsets: a node's or diagnostic's range is relative to its block source, which starts
 //! at the fence's code start (just after the opening fence line). [`locate`] maps a
@@ -12,6 +13,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value as Json, json};
 use ui_compiler::{Block, Fence, scan_fences};
 use ui_core::Diagnostic;
@@ -187,50 +189,77 @@ pub fn render_json(report: &FileReport, path: &str) -> Json {
     json!({"file": path, "blocks": blocks})
 }
 
+/// Files from which `check` shows a progress bar (when standard error is a terminal).
+pub const PROGRESS_MIN_FILES: usize = 8;
+
+/// The progress bar of a `check` of `total` files: drawn on standard error, and only when
+/// that is a terminal that can redraw a line (`TERM` set and not `dumb`) and there are at
+/// least [`PROGRESS_MIN_FILES`] files; otherwise hidden (every call on it does nothing).
+/// Standard output never sees it, so `--format json` stays one JSON object per line.
+pub fn progress_bar(total: usize) -> ProgressBar {
+    if total < PROGRESS_MIN_FILES || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("checking [{bar:30}] {pos}/{len} {elapsed} {wide_msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
 /// Checks every file: exit status 1 when any diagnostic was found, 2 when a file could not
-/// be read, 0 otherwise.
+/// be read, 0 otherwise. With many files and a terminal on standard error, a progress bar
+/// ([`progress_bar`]) is drawn there; it is cleared while anything else is printed.
 ///
 /// # Errors
 /// When standard output fails.
 pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     let stdout = std::io::stdout();
-    let renderer = if stdout.is_terminal() {
+    let on_screen = stdout.is_terminal();
+    let renderer = if on_screen {
         Renderer::styled()
     } else {
         Renderer::plain()
     };
-    let progress = args.files.len() > 1 && std::io::stderr().is_terminal();
     let total = args.files.len();
+    let bar = progress_bar(total);
     let mut diagnostics = 0usize;
     let mut failed_files = 0usize;
     let mut unreadable = 0usize;
-    for (i, path) in args.files.iter().enumerate() {
+    for path in &args.files {
         let shown = path.display().to_string();
-        if progress {
-            eprint!("\r\x1b[K[{}/{total}] checking {shown}", i + 1);
-        }
+        bar.set_message(shown.clone());
         let output = check_one(path, &shown, args, &renderer);
-        if progress {
-            eprint!("\r\x1b[K");
-        }
-        let mut out = stdout.lock();
-        match output {
-            Ok((count, text)) => {
-                diagnostics += count;
-                failed_files += usize::from(count > 0);
-                out.write_all(text.as_bytes())?;
-            }
-            Err(e) => {
-                unreadable += 1;
-                if args.format == CheckFormat::Json {
-                    let line = json!({"file": shown, "error": format!("{e:#}")});
-                    writeln!(out, "{line}")?;
+        let mut write = || -> std::io::Result<()> {
+            let mut out = stdout.lock();
+            match &output {
+                Ok((count, text)) => {
+                    diagnostics += count;
+                    failed_files += usize::from(*count > 0);
+                    out.write_all(text.as_bytes())?;
                 }
-                eprintln!("uiblocks: error: {e:#}");
+                Err(e) => {
+                    unreadable += 1;
+                    if args.format == CheckFormat::Json {
+                        let line = json!({"file": shown, "error": format!("{e:#}")});
+                        writeln!(out, "{line}")?;
+                    }
+                    eprintln!("uiblocks: error: {e:#}");
+                }
             }
+            out.flush()
+        };
+        // What reaches the terminal the bar is on is written with the bar taken off it.
+        if on_screen || output.is_err() {
+            bar.suspend(write)?;
+        } else {
+            write()?;
         }
-        out.flush()?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if args.format == CheckFormat::Human && diagnostics > 0 {
         eprintln!(
             "uiblocks: {diagnostics} diagnostic{} in {failed_files} of {total} file{}",

@@ -299,3 +299,63 @@ impl<'s> Parser<'s, '_, '_> {
         Ok(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use ui_core::{FrozenClock, UiLimits};
+
+    use super::*;
+
+    static CLOCK: FrozenClock = FrozenClock(0.0);
+
+    /// The result and the budget's counters after parsing `source` one way.
+    fn run(
+        source: &str,
+        limits: UiLimits,
+        fast: bool,
+    ) -> (Option<Result<Expr, Failure>>, u64, u64) {
+        let mut budget = Budget::new(limits, &CLOCK);
+        let result = if fast {
+            parse_plain_literal(source, &mut budget)
+        } else {
+            Some(parse_expression(source, &mut budget))
+        };
+        (result, budget.steps(), budget.nodes())
+    }
+
+    proptest! {
+        /// Wherever the fast path answers, it answers what the lexer and parser do (the
+        /// same value, or the same failure), with the same charges, under limits tight
+        /// enough to fail on the way.
+        #[test]
+        fn plain_literals_parse_as_the_full_path(
+            source in prop_oneof![
+                "[0-9]{1,17}",
+                "\"[a-z é😀\"'\\\\]{0,12}\"",
+                "'[a-z é😀\"'\\\\]{0,12}'",
+                "[\"'0-9a-z ]{0,6}",
+            ],
+            steps in 1u64..40,
+            nodes in 1u64..3,
+            depth in 1u64..3,
+            string_length in 1u64..30,
+        ) {
+            let limits = UiLimits::DEFAULT
+                .with("steps", steps).unwrap()
+                .with("nodes", nodes).unwrap()
+                .with("depth", depth).unwrap()
+                .with("stringLength", string_length).unwrap();
+            let (fast, fast_steps, fast_nodes) = run(&source, limits, true);
+            if let Some(fast) = fast {
+                let (full, full_steps, full_nodes) = run(&source, limits, false);
+                let passed = matches!(fast, Ok(_));
+                prop_assert_eq!(Some(fast), full);
+                // After a failure the block is over, and what was charged no longer counts.
+                if passed {
+                    prop_assert_eq!((fast_steps, fast_nodes), (full_steps, full_nodes));
+                }
+            }
+        }
+    }
+}

@@ -87,8 +87,19 @@ impl UiState {
         Budget::new(self.limits, &*self.clock).copy_value_fresh(value)
     }
 
+    /// Copies a record of defaults into the state. Charged as a copy; the values are shared
+    /// unless some array or record occurs twice in it (then everything is copied fresh), so
+    /// no two paths of the state share a compound value. A compiled block's defaults never
+    /// repeat one: every evaluated literal is a new allocation.
     fn copy_record(&self, record: &Record) -> Result<Record, Failure> {
-        match self.copy(&Value::record(record.clone()))? {
+        let whole = Value::record(record.clone());
+        let mut budget = Budget::new(self.limits, &*self.clock);
+        let copied = if repeats_a_compound(&whole) {
+            budget.copy_value_fresh(&whole)?
+        } else {
+            budget.copy_value(&whole)?
+        };
+        match copied {
             Value::Record(r) => Ok(std::sync::Arc::unwrap_or_clone(r)),
             _ => Ok(Record::default()),
         }
@@ -290,4 +301,23 @@ impl UiState {
     pub fn unsubscribe(&mut self, subscription: Subscription) {
         self.listeners.retain(|(id, _)| *id != subscription.0);
     }
+}
+
+/// Whether some array or record allocation occurs more than once inside `value`.
+fn repeats_a_compound(value: &Value) -> bool {
+    type Seen = std::collections::HashSet<usize, ui_core::RecordHasher>;
+    fn walk(value: &Value, seen: &mut Seen) -> bool {
+        match value {
+            Value::Array(items) => {
+                !seen.insert(std::sync::Arc::as_ptr(items) as usize)
+                    || items.iter().any(|item| walk(item, seen))
+            }
+            Value::Record(record) => {
+                !seen.insert(std::sync::Arc::as_ptr(record) as usize)
+                    || record.values().any(|item| walk(item, seen))
+            }
+            _ => false,
+        }
+    }
+    walk(value, &mut Seen::default())
 }

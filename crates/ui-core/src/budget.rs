@@ -5,6 +5,7 @@
 //! of checks are normative: boundary cases of the conformance corpus depend on them.
 
 use std::cell::Cell;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::code::Code;
@@ -121,6 +122,73 @@ pub struct Budget<'c> {
     started: f64,
     clock: &'c dyn Clock,
     frozen: bool,
+    /// What copying each large compound value charges, found by one walk: later copies of
+    /// the same value (the same allocation, kept alive here) charge it in one go.
+    tallies: Vec<(Value, Tally)>,
+}
+
+/// What [`Budget::charge_value`] charges for one value, from its root at depth 0.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// `depth` calls: one per value in the tree.
+    values: u64,
+    /// Array items and record entries: one iteration each.
+    items: u64,
+    /// UTF-16 units of all strings.
+    units: u64,
+    /// The longest string, in UTF-16 units.
+    longest: u64,
+    /// Levels below the root.
+    height: u64,
+    /// Whether some record key is forbidden.
+    forbidden: bool,
+}
+
+/// Compound values with fewer values than this are walked at every copy.
+const TALLY_MIN_VALUES: u64 = 64;
+
+/// Tallies kept by one budget; past it the oldest is dropped.
+const TALLY_SLOTS: usize = 8;
+
+impl Tally {
+    fn of(value: &Value) -> Tally {
+        let mut tally = Tally {
+            values: 0,
+            items: 0,
+            units: 0,
+            longest: 0,
+            height: 0,
+            forbidden: false,
+        };
+        tally.add(value, 0);
+        tally
+    }
+
+    fn add(&mut self, value: &Value, d: u64) {
+        self.values += 1;
+        self.height = self.height.max(d);
+        match value {
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            Value::String(s) => {
+                let units = utf16_len(s) as u64;
+                self.units += units;
+                self.longest = self.longest.max(units);
+            }
+            Value::Array(items) => {
+                self.items += items.len() as u64;
+                for item in items.iter() {
+                    self.add(item, d + 1);
+                }
+            }
+            Value::Record(record) => {
+                self.items += record.len() as u64;
+                for (key, item) in record.iter() {
+                    self.forbidden |= is_forbidden_key(key);
+                    self.add(item, d + 1);
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Budget<'_> {
@@ -152,6 +220,7 @@ impl<'c> Budget<'c> {
             started: clock.now_ms(),
             clock,
             frozen: clock.is_frozen(),
+            tallies: Vec::new(),
         }
     }
 
@@ -198,6 +267,35 @@ impl<'c> Budget<'c> {
             self.check_time()?;
         }
         Ok(())
+    }
+
+    /// Replays, as one lump, the charges of work that an earlier run did without failing
+    /// and whose results are being reused: adds `steps`, `iterations` and `nodes` when every
+    /// counter stays within its limit and returns `Ok(true)`; otherwise charges nothing and
+    /// returns `Ok(false)`, and the caller must redo the work charge by charge to fail at
+    /// the exact point and with the exact message a fresh run would.
+    ///
+    /// Counters only grow and every check is `counter > limit`, so when the lump fits, no
+    /// check inside the replayed work could have failed (its depth checks do not read the
+    /// counters). Reads the clock as [`Budget::step`] does; `Err` is a time failure only.
+    pub fn replay(&mut self, steps: u64, iterations: u64, nodes: u64) -> Result<bool, Failure> {
+        let fits = |used: u64, more: u64, limit: u64| {
+            used.checked_add(more).is_some_and(|total| total <= limit)
+        };
+        if !(fits(self.steps, steps, self.limits.steps())
+            && fits(self.iterations, iterations, self.limits.iterations())
+            && fits(self.nodes, nodes, self.limits.nodes()))
+        {
+            return Ok(false);
+        }
+        let before = self.steps;
+        self.steps += steps;
+        self.iterations += iterations;
+        self.nodes += nodes;
+        if !self.frozen && (before / CLOCK_CHECK_STEPS != self.steps / CLOCK_CHECK_STEPS) {
+            self.check_time()?;
+        }
+        Ok(true)
     }
 
     /// Reads the clock now and fails ("work budget") when the time is up.
@@ -297,6 +395,56 @@ impl<'c> Budget<'c> {
     }
 
     fn charge_value(&mut self, value: &Value, d: u64) -> Result<(), Failure> {
+        if let Some(tally) = self.tally(value)
+            && self.charge_tally(&tally, d)?
+        {
+            return Ok(());
+        }
+        self.walk_value(value, d)
+    }
+
+    /// The tally of a large array or record, from the memo or a new walk.
+    fn tally(&mut self, value: &Value) -> Option<Tally> {
+        let same = |kept: &Value| match (kept, value) {
+            (Value::Array(a), Value::Array(b)) => Arc::ptr_eq(a, b),
+            (Value::Record(a), Value::Record(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let large = match value {
+            Value::Array(items) => items.len() as u64 * 2 >= TALLY_MIN_VALUES,
+            Value::Record(record) => record.len() as u64 * 2 >= TALLY_MIN_VALUES,
+            _ => false,
+        };
+        if !large {
+            return None;
+        }
+        if let Some((_, tally)) = self.tallies.iter().find(|(kept, _)| same(kept)) {
+            return Some(*tally);
+        }
+        let tally = Tally::of(value);
+        if self.tallies.len() == TALLY_SLOTS {
+            self.tallies.remove(0);
+        }
+        // Keeping the value keeps its allocation, so no other value can take its address.
+        self.tallies.push((value.clone(), tally));
+        Some(tally)
+    }
+
+    /// Charges a whole tally at depth `d` when no check of the walk could fail on the way:
+    /// the counters only grow and every check compares a counter (or the depth, or one
+    /// string's length) with its limit, so a walk fails iff its end state is over a limit.
+    /// `Ok(false)`, charging nothing, when the walk must run to fail where it fails.
+    fn charge_tally(&mut self, tally: &Tally, d: u64) -> Result<bool, Failure> {
+        let structural = !tally.forbidden
+            && d + tally.height <= self.limits.depth()
+            && tally.longest <= self.limits.string_length();
+        if !structural {
+            return Ok(false);
+        }
+        self.replay(tally.values + tally.items + tally.units, tally.items, 0)
+    }
+
+    fn walk_value(&mut self, value: &Value, d: u64) -> Result<(), Failure> {
         self.depth(d)?;
         match value {
             Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
@@ -420,6 +568,30 @@ mod tests {
     }
 
     #[test]
+    fn replay_adds_a_lump_only_when_it_fits() {
+        let limits = UiLimits::DEFAULT
+            .with("steps", 100)
+            .and_then(|l| l.with("iterations", 10))
+            .and_then(|l| l.with("nodes", 5))
+            .unwrap();
+        let mut b = budget(limits);
+        b.step(40).unwrap();
+        assert!(b.replay(60, 10, 5).unwrap());
+        assert_eq!((b.steps(), b.iterations(), b.nodes()), (100, 10, 5));
+        let mut b = budget(limits);
+        assert!(!b.replay(101, 0, 0).unwrap());
+        assert!(!b.replay(0, 11, 0).unwrap());
+        assert!(!b.replay(0, 0, 6).unwrap());
+        assert!(!b.replay(u64::MAX, 0, 0).unwrap());
+        assert_eq!((b.steps(), b.iterations(), b.nodes()), (0, 0, 0));
+        // A replay reads a running clock like a step does.
+        let clock = ManualClock::new(0.0);
+        let mut b = Budget::new(UiLimits::DEFAULT, &clock);
+        clock.advance(31.0);
+        assert!(b.replay(CLOCK_CHECK_STEPS, 0, 0).is_err());
+    }
+
+    #[test]
     fn copy_charges_the_cost_model() {
         let v = Value::from_json_str(r#"{"a": [1, "xy"], "b": null}"#).unwrap();
         let mut b = budget(UiLimits::DEFAULT);
@@ -451,5 +623,99 @@ mod tests {
         let deeper = Value::array(vec![deep]);
         let err = budget(UiLimits::DEFAULT).copy_value(&deeper).unwrap_err();
         assert_eq!(err.code, Code::BudgetExceeded);
+    }
+}
+
+#[cfg(test)]
+mod tally_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0..1000u32).prop_map(|n| Value::number(f64::from(n)).unwrap()),
+            "[a-z😀]{0,6}".prop_map(|s| Value::from(s.as_str())),
+        ];
+        leaf.prop_recursive(4, 400, 48, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..48).prop_map(Value::array),
+                prop::collection::vec(
+                    (
+                        prop_oneof![
+                            8 => "[a-z]{1,3}",
+                            1 => Just("constructor".to_owned())
+                        ],
+                        inner
+                    ),
+                    0..40
+                )
+                .prop_map(|entries| Value::record(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Charging through the memo of tallies (with its lump and its fallback) gives what
+        /// walking every value gives: the same result, and the same counters after a pass.
+        #[test]
+        fn tallies_charge_as_the_walk(
+            value in value(),
+            d in 0u64..3,
+            steps in 1u64..4000,
+            iterations in 1u64..2000,
+            depth in 1u64..6,
+            string_length in 1u64..8,
+        ) {
+            let limits = UiLimits::DEFAULT
+                .with("steps", steps).unwrap()
+                .with("iterations", iterations).unwrap()
+                .with("depth", depth).unwrap()
+                .with("stringLength", string_length).unwrap();
+            let clock = FrozenClock(0.0);
+            let mut memo = Budget::new(limits, &clock);
+            let mut walk = Budget::new(limits, &clock);
+            // Twice: the second copy of the same allocation charges from the memo.
+            for _ in 0..2 {
+                let a = memo.charge_value(&value, d);
+                let b = walk.walk_value_only(&value, d);
+                prop_assert_eq!(&a, &b);
+                if a.is_err() {
+                    break;
+                }
+                prop_assert_eq!(
+                    (memo.steps, memo.iterations, memo.nodes),
+                    (walk.steps, walk.iterations, walk.nodes)
+                );
+            }
+        }
+    }
+
+    impl Budget<'_> {
+        /// The walk without the memo at any level.
+        fn walk_value_only(&mut self, value: &Value, d: u64) -> Result<(), Failure> {
+            self.depth(d)?;
+            match value {
+                Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+                Value::String(s) => self.string(s),
+                Value::Array(items) => {
+                    for item in items.iter() {
+                        self.iteration(1)?;
+                        self.walk_value_only(item, d + 1)?;
+                    }
+                    Ok(())
+                }
+                Value::Record(record) => {
+                    for (key, item) in record.iter() {
+                        self.iteration(1)?;
+                        check_key(key)?;
+                        self.walk_value_only(item, d + 1)?;
+                    }
+                    Ok(())
+                }
+            }
+        }
     }
 }

@@ -34,7 +34,15 @@ const REASONS = {
   internal: "The server failed while reading.",
 };
 
-const TONE_ICON = { info: "ℹ", success: "✓", warning: "⚠", danger: "✕", neutral: "•" };
+// Tone icons: inline SVG in the tone's colour (currentColor), the same size and
+// alignment in every font; decorative (the tone is also in the words beside them).
+const TONE_ICON = {
+  info: [["circle", { cx: "8", cy: "8", r: "7.2", fill: "currentColor" }], ["rect", { x: "7.1", y: "6.8", width: "1.8", height: "5", rx: ".9", fill: "#fff" }], ["circle", { cx: "8", cy: "4.6", r: "1.1", fill: "#fff" }]],
+  success: [["circle", { cx: "8", cy: "8", r: "7.2", fill: "currentColor" }], ["path", { d: "M4.7 8.2l2.2 2.2 4.4-4.6", fill: "none", stroke: "#fff", "stroke-width": "1.8", "stroke-linecap": "round", "stroke-linejoin": "round" }]],
+  warning: [["path", { d: "M8 1.2L15.2 14.3H.8Z", fill: "currentColor", stroke: "currentColor", "stroke-width": "1.2", "stroke-linejoin": "round" }], ["rect", { x: "7.1", y: "5.4", width: "1.8", height: "4.8", rx: ".9", fill: "#fff" }], ["circle", { cx: "8", cy: "12.1", r: "1.05", fill: "#fff" }]],
+  danger: [["circle", { cx: "8", cy: "8", r: "7.2", fill: "currentColor" }], ["path", { d: "M5.4 5.4l5.2 5.2M10.6 5.4l-5.2 5.2", fill: "none", stroke: "#fff", "stroke-width": "1.8", "stroke-linecap": "round" }]],
+  neutral: [["circle", { cx: "8", cy: "8", r: "7.2", fill: "currentColor" }], ["circle", { cx: "8", cy: "8", r: "2.4", fill: "#fff" }]],
+};
 const STEP_ICON = { done: "✓", running: "◐", pending: "○", failed: "✕", skipped: "–" };
 const COLORS = ["#2456c7", "#1a7f37", "#c62828", "#9a6700", "#7b3fb5", "#0f7c8c"];
 
@@ -63,6 +71,13 @@ function svg(tag, attrs, ...kids) {
   for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
   for (const kid of kids.flat()) if (kid) el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
   return el;
+}
+
+// The icon of a tone (decorative: hidden from assistive tech).
+function toneIcon(tone) {
+  const shapes = TONE_ICON[tone] || TONE_ICON.neutral;
+  return svg("svg", { class: "icon tone-" + tone, viewBox: "0 0 16 16", "aria-hidden": "true", focusable: "false" },
+    shapes.map(([tag, attrs]) => svg(tag, attrs)));
 }
 
 // `opts.write`: the request writes, so it names this page as its request source
@@ -97,7 +112,9 @@ function scalarText(v) {
 
 function fmtNumber(n) {
   if (typeof n !== "number" || !isFinite(n)) return scalarText(n);
-  return n.toLocaleString(undefined, { maximumFractionDigits: 2 });
+  // Two decimals at most; small fractions keep three significant digits (0.0005, not 0).
+  const small = n !== 0 && Math.abs(n) < 1;
+  return n.toLocaleString(undefined, small ? { maximumSignificantDigits: 3 } : { maximumFractionDigits: 2 });
 }
 
 function withUnit(n, unit) {
@@ -818,7 +835,7 @@ if (sessionChannel) {
 // `userId` is what the other tab announced: null (signed out) needs no request.
 async function recheckPrincipal(userId) {
   let me = null;
-  if (userId) try { me = await api("GET", "/api/me"); } catch (_) { me = null; }
+  if (userId) try { me = await currentUser(); } catch (_) { me = null; }
   if ((me ? me.userId : null) === (page.me ? page.me.userId : null)) return;
   leaveWorkspace();
   if (me) {
@@ -837,6 +854,7 @@ class BlockView {
     this.frozen = frozen; // {revision, readings, links, fallback} or undefined
     this.answer = answer;
     this.values = { ...(block.defaults || {}) };
+    this.inputs = inputNames(block);
     this.defaultsKey = JSON.stringify(this.values);
     this.readings = {}; // name -> latest reading (any state)
     this.good = {}; // name -> {inputs, reading}: last fresh reading per input set
@@ -885,6 +903,14 @@ class BlockView {
 
   get inputsKey() {
     return JSON.stringify(this.values);
+  }
+
+  // What `ui.query`, `ui.link` and `ui.choice` get as `values`: the inputs only (a
+  // declared variable no control binds is not something a page may send).
+  inputValues() {
+    const out = {};
+    for (const name of this.inputs) if (Object.prototype.hasOwnProperty.call(this.values, name)) out[name] = this.values[name];
+    return out;
   }
 
   dispose() {
@@ -1039,7 +1065,7 @@ class BlockView {
       blockId: this.block.id,
       revision: this.block.revision,
       query: name,
-      values: this.values,
+      values: this.inputValues(),
     };
     if (seen) body.seen = seen;
     let reading;
@@ -1156,7 +1182,7 @@ class BlockView {
         blockId: this.block.id,
         revision: this.block.revision,
         nodeId,
-        values: this.values,
+        values: this.inputValues(),
         reads: this.reads(),
       });
     } catch (_) {
@@ -1206,7 +1232,7 @@ class BlockView {
         blockId: this.block.id,
         revision: this.block.revision,
         choiceId,
-        values: this.values,
+        values: this.inputValues(),
         reads: this.reads(),
       }, write);
       showNote("Choice sent.");
@@ -1290,6 +1316,26 @@ class BlockView {
   }
 }
 
+// The names a page may send as `values` (host.md §11, `uiInputValues`): the local
+// variables bound by a complete, error-free control and the targets of Button actions.
+function inputNames(block) {
+  const own = (o, k) => !!o && Object.prototype.hasOwnProperty.call(o, k);
+  const local = (n) => typeof n === "string" && own(block.defaults, n) && !own(block.queries, n);
+  const names = new Set();
+  const walk = (node) => {
+    if (!node || node.type === "$text") return;
+    if (!node.error && node.complete) {
+      for (const v of Object.values(node.bindings || {})) if (local(v)) names.add(v);
+      const action = node.type === "Button" && node.expressions ? node.expressions.action : null;
+      const target = action && action.kind === "call" && Array.isArray(action.args) ? action.args[0] : null;
+      if (target && target.kind === "reference" && local(target.name)) names.add(target.name);
+    }
+    (node.children || []).forEach(walk);
+  };
+  (block.nodes || []).forEach(walk);
+  return names;
+}
+
 function toneOf(p) {
   return ["info", "success", "warning", "danger", "neutral"].includes(p.tone) ? p.tone : null;
 }
@@ -1303,16 +1349,19 @@ BlockView.prototype.renderers = {
     const tone = toneOf(p);
     const heads = ctx.heads;
     const el = h(heads ? "h3" : "h4", { class: "summary" + (heads ? "" : " sub"), id: "s-" + n.id.replace(/[^A-Za-z0-9_-]/g, "_") });
-    if (tone && heads) el.append(h("span", { class: "icon tone-" + tone, "aria-hidden": "true", text: TONE_ICON[tone] }));
+    if (tone && heads) el.append(toneIcon(tone));
     el.append(h("span", {}, this.kids(n, ctx)));
     if (p.badge) el.append(h("span", { class: "badge", text: p.badge }));
     return el;
   },
   Callout(n, p, ctx) {
     const tone = toneOf(p) || "neutral";
+    // The icon sits in a column of its own, beside the title (or the first line).
     return h("div", { class: "callout " + tone, role: tone === "danger" || tone === "warning" ? "note" : null },
-      p.title ? h("div", { class: "title" }, h("span", { class: "icon", "aria-hidden": "true", text: TONE_ICON[tone] + " " }), p.title) : null,
-      h("div", {}, this.kids(n, ctx)));
+      toneIcon(tone),
+      h("div", { class: "callout-body" },
+        p.title ? h("div", { class: "title", text: p.title }) : null,
+        h("div", { class: "callout-text" }, this.kids(n, ctx))));
   },
   Tag(n, p, ctx) {
     return h("span", { class: "tag " + (toneOf(p) || "") }, this.kids(n, ctx));
@@ -1335,7 +1384,6 @@ BlockView.prototype.renderers = {
     const state = p.state || "pending";
     return h("li", { class: state },
       h("span", { class: "icon " + (state === "done" ? "tone-success" : state === "failed" ? "tone-danger" : state === "running" ? "tone-info" : ""), "aria-hidden": "true", text: STEP_ICON[state] || "•" }),
-      h("span", { class: "sr-only", hidden: true, text: state }),
       " ", this.kids(n, ctx),
       p.detail ? h("span", { class: "detail", text: p.detail }) : null,
       h("span", { class: "detail", text: "(" + state + ")" }));
@@ -1347,7 +1395,7 @@ BlockView.prototype.renderers = {
     let delta = null;
     if (typeof p.previous === "number" && typeof p.value === "number") {
       const d = p.value - p.previous;
-      const pct = p.previous !== 0 ? ` (${d >= 0 ? "+" : ""}${fmtNumber((d / Math.abs(p.previous)) * 100)}%)` : "";
+      const pct = p.previous !== 0 ? ` (${d >= 0 ? "+" : ""}${fmtNumber(Math.round((d / Math.abs(p.previous)) * 1000) / 10)}%)` : "";
       const tone = toneOf(p);
       delta = h("div", { class: "delta " + (tone ? "tone-" + tone : "muted"), text: `${d >= 0 ? "▲ +" : "▼ "}${withUnit(d, p.unit)}${pct} vs ${withUnit(p.previous, p.unit)}` });
     }
@@ -1535,15 +1583,22 @@ BlockView.prototype.renderers = {
       : blocked && blocked !== "answered"
         ? h("div", { class: "muted", text: { streaming: "Choices open when the reply has finished.", refreshing: "Reading live data…", "no-reading": "Waiting for live data…", refused: "Live data was refused." }[blocked] || "" })
         : null;
-    return h("div", {}, h("div", { class: "choices", role: "group", "aria-label": "Choices" }, items.map((c) => {
+    // Once a choice was sent, the sent one stays in full colour with a check mark
+    // (pressed, but no longer pressable: aria-disabled keeps it focusable and readable);
+    // the others are disabled and muted.
+    return h("div", {}, h("div", { class: "choices" + (answer ? " settled" : ""), role: "group", "aria-label": "Choices" }, items.map((c) => {
       const label = this.text(c.children);
       const context = typeof c.props.context === "string" && c.props.context.trim() ? c.props.context : null;
-      const chosen = answer && answer.choiceId === c.id;
+      const chosen = !!answer && answer.choiceId === c.id;
       return h("button", {
-        type: "button", class: "choice" + (c.props.primary === true ? " primary" : ""), "data-node": c.id,
-        disabled: !!blocked || c.props.disabled === true || !interactive(c), "aria-pressed": chosen ? "true" : null,
-        onclick: () => this.choose(c.id),
-      }, h("span", { text: (chosen ? "✓ " : "") + label }), context ? h("span", { class: "ctx", text: context }) : null);
+        type: "button", class: "choice" + (c.props.primary === true ? " primary" : "") + (chosen ? " chosen" : ""), "data-node": c.id,
+        disabled: !chosen && (!!blocked || c.props.disabled === true || !interactive(c)),
+        "aria-pressed": answer ? (chosen ? "true" : "false") : null,
+        "aria-disabled": chosen ? "true" : null,
+        onclick: () => { if (!chosen) this.choose(c.id); },
+      },
+      h("span", { class: "label" }, chosen ? h("span", { class: "check", "aria-hidden": "true", text: "✓" }) : null, label),
+      context ? h("span", { class: "ctx", text: context }) : null);
     })), note);
   },
   Choice(n, p, ctx) {
@@ -1562,6 +1617,33 @@ BlockView.prototype.link = function (n, label, ctx) {
   return el;
 };
 
+// A value axis from 0 to at least `max` with "nice" steps (1, 2, 2.5 or 5 × 10^n) and
+// 3–6 intervals: the smallest top wins, then the count nearest 5. Whole-number data gets
+// whole-number steps only.
+function niceAxis(max, integers) {
+  if (!(max > 0)) max = 1;
+  let best = null;
+  const e0 = Math.floor(Math.log10(max));
+  for (let e = e0 - 2; e <= e0 + 1; e++) {
+    for (const m of [1, 2, 2.5, 5]) {
+      const step = Number((m * 10 ** e).toPrecision(12));
+      if (integers && !Number.isInteger(step)) continue;
+      const n = Math.ceil(max / step - 1e-9);
+      if (n < 3 || n > 6) continue;
+      const top = Number((n * step).toPrecision(12));
+      if (!best || top < best.top || (top === best.top && Math.abs(n - 5) < Math.abs(best.n - 5))) best = { step, n, top };
+    }
+  }
+  if (!best) {
+    const step = integers ? 1 : Number((10 ** e0).toPrecision(12));
+    const n = Math.max(1, Math.ceil(max / step - 1e-9));
+    best = { step, n, top: Number((n * step).toPrecision(12)) };
+  }
+  const ticks = [];
+  for (let k = 0; k <= best.n; k++) ticks.push(Number((k * best.step).toPrecision(12)));
+  return { top: best.top, ticks };
+}
+
 function drawChart(n, p) {
   const data = Array.isArray(p.data) ? p.data : [];
   const series = [];
@@ -1571,45 +1653,60 @@ function drawChart(n, p) {
     }
   }
   if (!series.length || !data.length) return h("div", { class: "fallback", text: n.fallback });
-  const val = (row, s) => (typeof row[s] === "number" && isFinite(row[s]) ? row[s] : null);
-  const label = (row, i) => (row.label !== undefined ? scalarText(row.label) : String(i + 1));
-  const W = 560, H = 220, L = 44, B = 28, T = 10, R = 10;
+  const val = (row, s) => (row && typeof row[s] === "number" && isFinite(row[s]) ? row[s] : null);
+  const label = (row, i) => (row && row.label !== undefined ? scalarText(row.label) : String(i + 1));
+  // One formatter for values, tooltips, the table and the axis ticks.
+  const fmt = (v) => withUnit(v, p.unit);
   const kind = p.kind;
-  const plotW = W - L - R, plotH = H - T - B;
-  const root = svg("svg", { viewBox: `0 0 ${W} ${kind === "hbar" ? 30 + data.length * 28 : H}`, role: "img", width: String(W) });
   const title = `${kind} chart of ${series.join(", ")}` + (p.unit ? ` in ${p.unit}` : "");
-  root.append(svg("title", {}, title));
+  const CHAR = 6.4; // about the width of a character at font size 11
   let max = 0;
+  let integers = true;
   for (const row of data) {
+    for (const s of series) if (val(row, s) !== null && !Number.isInteger(val(row, s))) integers = false;
     if (kind === "stacked") max = Math.max(max, series.reduce((a, s) => a + Math.max(0, val(row, s) || 0), 0));
     else for (const s of series) max = Math.max(max, val(row, s) || 0);
   }
-  if (max <= 0) max = 1;
+  const W = 560;
+  let root;
   if (kind === "hbar") {
-    const rowH = 28, lw = 90;
+    const rowH = 30;
+    const labels = data.map(label);
+    const lw = Math.min(160, Math.max(40, Math.ceil(Math.max(...labels.map((t) => t.length)) * CHAR) + 12));
+    const valueW = Math.ceil(Math.max(...data.flatMap((row) => series.map((s) => (val(row, s) === null ? 0 : fmt(val(row, s)).length)))) * CHAR) + 12;
+    const scale = max > 0 ? max : 1;
+    root = svg("svg", { viewBox: `0 0 ${W} ${12 + data.length * rowH}`, width: String(W) });
+    root.append(svg("title", {}, title));
     data.forEach((row, i) => {
-      const y = 10 + i * rowH;
-      root.append(svg("text", { x: "0", y: String(y + 14), "font-size": "11", fill: "#444" }, label(row, i)));
+      const y = 6 + i * rowH;
+      root.append(svg("text", { x: String(lw - 8), y: String(y + rowH / 2 + 1), "font-size": "11", "text-anchor": "end", "dominant-baseline": "middle", fill: "#3d4550" }, labels[i]));
       const bh = (rowH - 8) / series.length;
       series.forEach((s, j) => {
         const v = val(row, s);
         if (v === null) return;
-        const w = Math.max(0, (v / max) * (W - lw - 80));
-        root.append(svg("rect", { x: String(lw), y: String(y + j * bh), width: String(w), height: String(bh - 1), fill: COLORS[j] }, svg("title", {}, `${label(row, i)} ${s}: ${withUnit(v, p.unit)}`)));
-        root.append(svg("text", { x: String(lw + w + 4), y: String(y + j * bh + bh - 3), "font-size": "10", fill: "#444" }, withUnit(v, p.unit)));
+        const w = Math.max(0, (Math.max(0, v) / scale) * (W - lw - valueW));
+        const by = y + 4 + j * bh;
+        root.append(svg("rect", { x: String(lw), y: String(by), width: String(w), height: String(Math.max(1, bh - 2)), rx: "2", fill: COLORS[j] }, svg("title", {}, `${labels[i]} ${s}: ${fmt(v)}`)));
+        root.append(svg("text", { x: String(lw + w + 6), y: String(by + (bh - 2) / 2 + 1), "font-size": "11", "dominant-baseline": "middle", fill: "#3d4550" }, fmt(v)));
       });
     });
   } else {
-    // axis
-    root.append(svg("line", { x1: String(L), y1: String(T + plotH), x2: String(W - R), y2: String(T + plotH), stroke: "#999" }));
-    for (let k = 0; k <= 4; k++) {
-      const y = T + plotH - (k / 4) * plotH;
-      root.append(svg("line", { x1: String(L), y1: String(y), x2: String(W - R), y2: String(y), stroke: "#eee" }));
-      root.append(svg("text", { x: String(L - 4), y: String(y + 3), "font-size": "10", "text-anchor": "end", fill: "#666" }, fmtNumber((max * k) / 4)));
+    const H = 220, B = 26, T = 10, R = 10;
+    const axis = niceAxis(max, integers);
+    const L = Math.max(28, Math.ceil(Math.max(...axis.ticks.map((t) => fmt(t).length)) * CHAR) + 10);
+    const plotW = W - L - R, plotH = H - T - B;
+    const yOf = (v) => T + plotH - (v / axis.top) * plotH;
+    root = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: String(W) });
+    root.append(svg("title", {}, title));
+    for (const t of axis.ticks) {
+      const y = yOf(t);
+      if (t > 0) root.append(svg("line", { x1: String(L), y1: String(y), x2: String(W - R), y2: String(y), stroke: "#e4e7eb" }));
+      root.append(svg("text", { class: "tick", x: String(L - 6), y: String(y), "font-size": "11", "text-anchor": "end", "dominant-baseline": "middle", fill: "#4a525d" }, fmt(t)));
     }
+    root.append(svg("line", { x1: String(L), y1: String(T + plotH), x2: String(W - R), y2: String(T + plotH), stroke: "#9aa1a9" }));
     const slot = plotW / data.length;
     data.forEach((row, i) => {
-      root.append(svg("text", { x: String(L + slot * i + slot / 2), y: String(H - 10), "font-size": "11", "text-anchor": "middle", fill: "#444" }, label(row, i)));
+      root.append(svg("text", { x: String(L + slot * i + slot / 2), y: String(H - 8), "font-size": "11", "text-anchor": "middle", fill: "#3d4550" }, label(row, i)));
     });
     if (kind === "line") {
       series.forEach((s, j) => {
@@ -1618,9 +1715,9 @@ function drawChart(n, p) {
           const v = val(row, s);
           const x = L + slot * i + slot / 2;
           if (v === null) { d += " "; return; }
-          const y = T + plotH - (v / max) * plotH;
+          const y = yOf(v);
           d += (d === "" || d.endsWith(" ") ? "M" : "L") + x.toFixed(1) + "," + y.toFixed(1);
-          root.append(svg("circle", { cx: String(x), cy: String(y), r: "3", fill: COLORS[j] }, svg("title", {}, `${label(row, i)} ${s}: ${withUnit(v, p.unit)}`)));
+          root.append(svg("circle", { cx: String(x), cy: String(y), r: "3", fill: COLORS[j] }, svg("title", {}, `${label(row, i)} ${s}: ${fmt(v)}`)));
         });
         root.append(svg("path", { d: d.replace(/ M/g, "M").trim(), fill: "none", stroke: COLORS[j], "stroke-width": "2" }));
       });
@@ -1632,24 +1729,32 @@ function drawChart(n, p) {
         series.forEach((s, j) => {
           const v = val(row, s);
           if (v === null) return;
-          const hgt = (Math.max(0, v) / max) * plotH;
+          const hgt = (Math.max(0, v) / axis.top) * plotH;
           let x, w, y;
           if (kind === "stacked") { x = x0; w = width; y = T + plotH - base - hgt; base += hgt; }
           else { w = width / series.length; x = x0 + j * w; y = T + plotH - hgt; }
-          root.append(svg("rect", { x: String(x), y: String(y), width: String(Math.max(0, w - 1)), height: String(hgt), fill: COLORS[j] }, svg("title", {}, `${label(row, i)} ${s}: ${withUnit(v, p.unit)}`)));
+          root.append(svg("rect", { x: String(x), y: String(y), width: String(Math.max(0, w - 1)), height: String(hgt), fill: COLORS[j] }, svg("title", {}, `${label(row, i)} ${s}: ${fmt(v)}`)));
         });
       });
     }
   }
-  const legend = h("div", { class: "legend" }, series.map((s, j) => h("span", {}, h("span", { class: "swatch", style: `background:${COLORS[j]}` }), s)));
-  // A readable table of the same numbers for assistive tech.
-  const table = h("table", { class: "sr-table", hidden: true }, h("caption", { text: title }),
-    h("tr", {}, h("th", { text: "label" }), series.map((s) => h("th", { text: s }))),
-    data.map((row, i) => h("tr", {}, h("td", { text: label(row, i) }), series.map((s) => h("td", { text: val(row, s) === null ? "" : withUnit(val(row, s), p.unit) })))));
-  return h("figure", { class: "chart", "aria-label": title, style: "margin:0" }, root, legend, table);
+  const legend = h("div", { class: "legend", "aria-hidden": "true" }, series.map((s, j) => h("span", {}, h("span", { class: "swatch", style: `background:${COLORS[j]}` }), s)));
+  // The same numbers as a table for assistive tech (visually hidden, not `hidden`).
+  const table = h("table", { class: "sr-only" }, h("caption", { text: title }),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col", text: "label" }), series.map((s) => h("th", { scope: "col", text: s })))),
+    h("tbody", {}, data.map((row, i) => h("tr", {}, h("th", { scope: "row", text: label(row, i) }), series.map((s) => h("td", { text: val(row, s) === null ? "" : fmt(val(row, s)) }))))));
+  root.setAttribute("aria-hidden", "true");
+  return h("figure", { class: "chart", "aria-label": title }, root, legend, table);
 }
 
 // ---------- chats ----------
+
+// The signed-in principal, or null. `GET /api/session` answers 200 either way, so a
+// signed-out page load shows no failed request (`GET /api/me` answers 401 then).
+async function currentUser() {
+  const session = await api("GET", "/api/session");
+  return session && session.user ? session.user : null;
+}
 
 function showNote(text) {
   $("#insert-note").textContent = text;
@@ -1809,12 +1914,13 @@ async function boot() {
   $("#insert-run").addEventListener("click", insertRun);
   $("#signout").addEventListener("click", signOut);
   const wanted = new URLSearchParams(location.search).get("user");
-  try {
-    page.me = await api("GET", "/api/me");
-    if (wanted && wanted !== page.me.userId) { await signIn(wanted); return; }
+  let me = null;
+  try { me = await currentUser(); } catch (_) { me = null; }
+  if (me && (!wanted || wanted === me.userId)) {
+    page.me = me;
     await enter();
-  } catch (_) {
-    if (wanted) await signIn(wanted);
+  } else if (wanted) {
+    await signIn(wanted);
   }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ServerError;
@@ -46,7 +46,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 
 struct Readers {
     conns: Mutex<Vec<Connection>>,
-    permits: Semaphore,
+    /// One permit per connection in `conns` (a lease gives its connection back first).
+    permits: Arc<Semaphore>,
 }
 
 /// The application database (see the module docs). Cheap to clone.
@@ -79,14 +80,7 @@ impl Db {
             writer.pragma_update(None, "synchronous", "NORMAL")?;
             writer.execute_batch(schema)?;
             let readers = (0..DB_READERS)
-                .map(|_| {
-                    let conn = Connection::open_with_flags(
-                        &p,
-                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                    )?;
-                    configure(&conn)?;
-                    Ok(conn)
-                })
+                .map(|_| open_reader(&p))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok((writer, readers))
         })
@@ -97,7 +91,7 @@ impl Db {
             writer: Arc::new(Mutex::new(writer)),
             readers: Arc::new(Readers {
                 conns: Mutex::new(readers),
-                permits: Semaphore::new(DB_READERS),
+                permits: Arc::new(Semaphore::new(DB_READERS)),
             }),
         })
     }
@@ -125,7 +119,7 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        self.read_cancellable(CancellationToken::new(), f).await
+        self.run_read(None, f).await
     }
 
     /// Runs `f` on a read-only connection; when `cancel` fires first, the running
@@ -139,57 +133,133 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        let _permit = self
-            .readers
-            .permits
-            .acquire()
+        self.run_read(Some(cancel), f).await
+    }
+
+    /// Takes a reader connection, runs `f` on it on the blocking pool and gives it back
+    /// (see [`Lease`]); with `cancel`, a watcher task interrupts the statement when it
+    /// fires.
+    async fn run_read<R, F>(&self, cancel: Option<CancellationToken>, f: F) -> DbResult<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.readers.permits)
+            .acquire_owned()
             .await
             .map_err(|_| DbError("the database is closed".into()))?;
         let conn = lock(&self.readers.conns)
             .pop()
             .ok_or_else(|| DbError("no reader connection is free".into()))?;
-        let interrupt = conn.get_interrupt_handle();
-        // `done` is set under its lock before the connection serves anyone else, so an
-        // interrupt never reaches a later statement.
         let done = Arc::new(Mutex::new(false));
-        let watcher = {
+        let watcher = cancel.map(|cancel| {
+            let interrupt = conn.get_interrupt_handle();
             let done = Arc::clone(&done);
             tokio::spawn(async move {
                 cancel.cancelled().await;
-                if !*lock(&done) {
+                // Under the lock: the lease sets `done` under it before the connection
+                // serves anyone else, so an interrupt never reaches a later statement.
+                let done = lock(&done);
+                if !*done {
                     interrupt.interrupt();
                 }
             })
+            .abort_handle()
+        });
+        let lease = Lease {
+            conn: Some(conn),
+            readers: Arc::clone(&self.readers),
+            path: Arc::clone(&self.path),
+            done,
+            watcher,
+            _permit: permit,
         };
-        let joined = tokio::task::spawn_blocking(move || {
-            let out = f(&conn);
-            (conn, out)
+        tokio::task::spawn_blocking(move || {
+            let conn = lease.conn.as_ref().expect("a leased connection");
+            f(conn)
         })
-        .await;
-        *lock(&done) = true;
-        watcher.abort();
-        match joined {
-            Ok((conn, out)) => {
-                lock(&self.readers.conns).push(conn);
-                out
-            }
-            Err(e) => {
-                // The connection went down with the task; open a replacement.
-                let path = Arc::clone(&self.path);
-                if let Ok(Ok(conn)) = tokio::task::spawn_blocking(move || {
-                    let conn = Connection::open_with_flags(
-                        &*path,
-                        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                    )?;
-                    configure(&conn)?;
-                    Ok::<_, rusqlite::Error>(conn)
-                })
-                .await
-                {
-                    lock(&self.readers.conns).push(conn);
-                }
-                Err(DbError(format!("a database task failed: {e}")))
-            }
+        .await
+        .map_err(|e| DbError(format!("a database task failed: {e}")))?
+    }
+}
+
+/// Opens one read-only connection to `path`.
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+/// A reader connection lent to one blocking call. Dropping it — when the call returns,
+/// also when it panics or when the request awaiting it was cancelled — marks the call
+/// done, stops its interrupt watcher and gives the connection back to the pool (after a
+/// panic a fresh connection replaces it); the permit is released only then, so a permit
+/// always finds a connection.
+struct Lease {
+    conn: Option<Connection>,
+    readers: Arc<Readers>,
+    path: Arc<PathBuf>,
+    done: Arc<Mutex<bool>>,
+    watcher: Option<tokio::task::AbortHandle>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        *lock(&self.done) = true;
+        if let Some(watcher) = &self.watcher {
+            watcher.abort();
         }
+        let conn = self.conn.take();
+        let conn = if std::thread::panicking() {
+            drop(conn);
+            open_reader(&self.path).ok()
+        } else {
+            conn
+        };
+        if let Some(conn) = conn {
+            lock(&self.readers.conns).push(conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_reads_give_their_connection_back() {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-db-lease-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)")
+            .await
+            .unwrap();
+        // More reads than connections, each abandoned by its caller while it runs.
+        for _ in 0..DB_READERS * 2 {
+            let slow = db.read(|c| {
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?)
+            });
+            assert!(tokio::time::timeout(Duration::ZERO, slow).await.is_err());
+        }
+        // A read that panics loses its connection; a fresh one replaces it.
+        let panicked = db
+            .read(|_| -> DbResult<()> { panic!("a bug in a read") })
+            .await;
+        assert!(panicked.is_err());
+        for _ in 0..DB_READERS * 2 {
+            let one = db
+                .read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
+                .await;
+            assert_eq!(one, Ok(1));
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -18,16 +18,17 @@ const STATUS_REPLY: &str = r#"The **web** builds, as of now. Switch the branch t
 ```ui
 $branch = "main"
 $runs = @Query("ci.runs", {branch: $branch, limit: 10})
-<Summary tone="success" badge="live">{@Count($runs)} runs on {$branch}</Summary>
+<Summary tone="info" badge="live">CI runs on {$branch}</Summary>
 <Segmented value={$branch}><Option value="main">main</Option><Option value="dev">dev</Option></Segmented>
+<Stats><Stat label="Runs" value={@Count($runs)}/><Stat label="Failed" value={@Count(@Filter($runs, r, r.status == "failed"))}/></Stats>
 <Table rows={$runs}><Column key="name" title="Run" as="file"/><Column key="status" title="Status" as="tag"/></Table>
-<Callout tone="warning" title="Flaky test">The login test failed twice this week; <Tag tone="danger">flaky</Tag> it is being looked at.</Callout>
+<Callout tone="warning" title="Flaky test">The login test failed twice this week. It is marked <Tag tone="danger">flaky</Tag> and being looked at.</Callout>
 <Progress value={7} max={10}>Release checklist</Progress>
 <Steps><Step state="done" detail="41 s">Build</Step><Step state="done">Unit tests</Step><Step state="running" detail="e2e">Integration tests</Step><Step state="pending">Deploy</Step><Step state="skipped">Notify</Step></Steps>
 <Choices><Choice primary={true} context={"Rerun the failed jobs on " + $branch}>Rerun failed</Choice><Choice>Ignore for now</Choice><Choice disabled={true}>Roll back</Choice></Choices>
 ```
 
-Runs are read live from `ci.runs`; press **Insert run** at the top to add one.
+Runs are read live from `ci.runs`; press **Insert run** in the sidebar to add one.
 "#;
 
 const DATA_REPLY: &str = r#"Here is how the week went.
@@ -36,7 +37,7 @@ const DATA_REPLY: &str = r#"Here is how the week went.
 <Summary tone="info">Build times improved by 12%</Summary>
 <Stats><Stat label="Builds" value={42} previous={37}/><Stat label="Pass rate" value={92.5} previous={88} unit="%" tone="success"/><Stat label="Median time" value={4.2} previous={4.8} unit="min" tone="success"/></Stats>
 <EntityList><Entry label="Owner">web team</Entry><Entry label="Runner">linux-x64, 8 cores</Entry><Entry label="Cache">warm <Tag tone="success">hit 81%</Tag></Entry></EntityList>
-<Table rows={[{job: "build", size: 1048576, took: 41000, at: "2026-11-28T10:00:00Z", ok: "passed"}, {job: "test", size: 20480, took: 183000, at: 1764400000000, ok: "failed"}]}><Column key="job" title="Job"/><Column key="size" title="Artifact" as="bytes"/><Column key="took" title="Duration" as="duration"/><Column key="at" title="Started" as="date"/><Column key="ok" title="Result" as="tag"/></Table>
+<Table rows={[{job: "build", size: 1048576, took: 41000, at: "2026-11-28T10:00:00Z", ok: "passed"}, {job: "test", size: 20480, took: 183000, at: 1795860041000, ok: "failed"}]}><Column key="job" title="Job"/><Column key="size" title="Artifact" as="bytes"/><Column key="took" title="Duration" as="duration"/><Column key="at" title="Started" as="date"/><Column key="ok" title="Result" as="tag"/></Table>
 <Chart kind="bar" data={[{label: "Mon", passed: 8, failed: 1}, {label: "Tue", passed: 6, failed: 2}, {label: "Wed", passed: 9, failed: 0}, {label: "Thu", passed: 7, failed: 1}]}/>
 <Chart kind="hbar" unit="min" data={[{label: "build", time: 4.2}, {label: "test", time: 3.1}, {label: "deploy", time: 1.4}]}/>
 <Chart kind="stacked" data={[{label: "Mon", passed: 8, failed: 1}, {label: "Tue", passed: 6, failed: 2}, {label: "Wed", passed: 9, failed: 0}]}/>
@@ -73,8 +74,8 @@ $mode = "all"
 <Button action={@Set($mode, "all")} disabled={$mode == "all"}>Show all</Button>
 <Button action={@Reset()}>Reset</Button>
 <EntityList><Each items={$done} as="d"><Entry label="Checked">{d}</Entry></Each></EntityList>
-<Summary>{@Count($done)} of 3 checked, {$shards} shards, mode {$mode}</Summary>
-<Choices><Choice primary={true} context={"Release with " + $shards + " shards"}>Release</Choice><Choice>Wait</Choice></Choices>
+<Summary>Checked: {@Count($done)} of 3 · test shards: {$shards} · mode: {$mode}</Summary>
+<Choices><Choice primary={true} context={"Release with test shards set to " + $shards}>Release</Choice><Choice>Wait</Choice></Choices>
 ```
 "#;
 
@@ -83,7 +84,7 @@ const OPS_REPLY: &str = r#"The **ops** deploys:
 ```ui
 $branch = "main"
 $runs = @Query("ci.runs", {branch: $branch})
-<Summary tone="neutral">{@Count($runs)} deploys on {$branch}</Summary>
+<Summary tone="neutral">Deploys on {$branch}: {@Count($runs)}</Summary>
 <Table rows={$runs}/>
 ```
 "#;

@@ -15,6 +15,7 @@
 //! | --- | --- |
 //! | `POST /api/login`, `POST /api/logout` | demo sessions (`alice`/`web`, `bob`/`ops`) |
 //! | `GET /api/me` | the principal |
+//! | `GET /api/session` | `{"user": principal}`, or `{"user": null}` when signed out (always `200`) |
 //! | `GET`/`POST /api/chats`, `GET /api/chats/{chat}` | the principal's chats; one with its items |
 //! | `POST /api/chats/{chat}/messages` | a person's message |
 //! | `POST /api/chats/{chat}/items`, `…/items/{item}/delta`, `…/finish` | a reply while it streams |
@@ -86,6 +87,7 @@
 //! sources file), futures-util (the event stream body), tokio-util (read cancellation).
 
 mod auth;
+mod cache;
 mod config;
 mod db;
 mod demo;

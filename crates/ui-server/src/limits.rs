@@ -29,6 +29,27 @@ pub const MAX_DEMO_SESSIONS: usize = 10_000;
 /// Reader connections of the application database.
 pub const DB_READERS: usize = 2;
 
+/// Chats whose row the store keeps in memory (owner, project, title). Past it the least
+/// recently used half is dropped.
+pub const MAX_CACHED_CHATS: usize = 10_000;
+
+/// Finished items whose compiled blocks and flags the store keeps in memory, so that a
+/// cached `ui.query` needs no database read. Past it the least recently used half is
+/// dropped.
+pub const MAX_CACHED_ITEMS: usize = 4_096;
+
+/// Bytes of stored block JSON the item cache may hold in all (16 MiB; compiled blocks take
+/// a few times their JSON in memory); an item whose blocks take more than half of it is
+/// never cached.
+pub const MAX_CACHED_ITEM_BYTES: usize = 16 * 1024 * 1024;
+
+/// Items whose captured access the store keeps in memory.
+pub const MAX_CACHED_ACCESS: usize = 10_000;
+
+/// Bytes of stored access JSON the access cache may hold in all (8 MiB; one access holds
+/// at most `accessBytes`, 32 KiB).
+pub const MAX_CACHED_ACCESS_BYTES: usize = 8 * 1024 * 1024;
+
 /// `PRAGMA busy_timeout` of every application connection, in ms (as the log's, `sync.md`
 /// §3.6).
 pub const DB_BUSY_TIMEOUT_MS: u64 = 5_000;

@@ -18,6 +18,7 @@ use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
 use ui_sync::Cursor;
 
 use crate::auth::{DemoAuth, Principal};
+use crate::cache::CachedChat;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
@@ -25,7 +26,7 @@ use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
 use crate::state::AppState;
-use crate::store::{Chat, ChatDetail, ChatRow, record_all, write_scope};
+use crate::store::{Chat, ChatDetail, record_all, write_scope};
 use crate::view::{ViewPayload, evaluate};
 
 /// The router of the whole API (see the crate docs for the routes). Mount it as is, or
@@ -33,6 +34,7 @@ use crate::view::{ViewPayload, evaluate};
 pub fn router(state: AppState) -> Router {
     let mut routes = Router::new()
         .route("/api/me", get(me))
+        .route("/api/session", get(session))
         .route("/api/chats", get(list_chats).post(create_chat))
         .route("/api/chats/{chat}", get(read_chat))
         .route("/api/chats/{chat}/messages", post(post_message))
@@ -140,9 +142,9 @@ async fn owned(
     state: &AppState,
     principal: &Principal,
     chat_id: &str,
-) -> Result<ChatRow, ApiError> {
-    match state.store().chat_row(chat_id).await? {
-        Some(row) if row.owner == principal.user_id => Ok(row),
+) -> Result<Arc<CachedChat>, ApiError> {
+    match state.store().chat(chat_id).await? {
+        Some(chat) if chat.row.owner == principal.user_id => Ok(chat),
         _ => Err(ApiError::chat_not_found()),
     }
 }
@@ -153,7 +155,7 @@ async fn attached(
     state: &AppState,
     principal: &Principal,
     chat_id: &str,
-) -> Result<ChatRow, ApiError> {
+) -> Result<Arc<CachedChat>, ApiError> {
     owned(state, principal, chat_id)
         .await
         .map_err(|_| ApiError::unattached())
@@ -203,6 +205,12 @@ async fn logout(State(state): State<AppState>, principal: Principal) -> Response
 
 async fn me(principal: Principal) -> Response {
     ok(&principal)
+}
+
+/// `GET /api/session`: `{"user": <principal>}`, or `{"user": null}` when signed out —
+/// `200` either way, so a page can ask at load without a failed request.
+async fn session(principal: Result<Principal, ApiError>) -> Response {
+    ok(&serde_json::json!({ "user": principal.ok() }))
 }
 
 // ---- chats ----
@@ -277,10 +285,10 @@ async fn read_chat(
     principal: Principal,
     Params(chat_id): Params<String>,
 ) -> Result<Response, ApiError> {
-    let row = owned(&state, &principal, &chat_id).await?;
+    let chat = owned(&state, &principal, &chat_id).await?;
     let items = state.store().items(&chat_id).await?;
     Ok(ok(&ChatDetail {
-        chat: row.chat,
+        chat: chat.row.chat.clone(),
         items,
     }))
 }
@@ -432,17 +440,12 @@ async fn ui_view(
     p.validate(&HostLimits::DEFAULT)?;
     attached(&state, &principal, &p.chat_id).await?;
     let stale = || ApiError::new(ErrorCode::StaleUiBlock, "The block changed or is gone.");
-    let item = state
+    let block = state
         .store()
-        .stored_item(&p.chat_id, &p.item_id)
+        .stored_block(&p.chat_id, &p.item_id, &p.block_id)
         .await?
-        .ok_or_else(stale)?;
-    let block = item
-        .blocks
-        .iter()
-        .find(|b| b.id == p.block_id)
-        .cloned()
-        .ok_or_else(stale)?;
+        .ok_or_else(stale)?
+        .block;
     if p.revision.is_some() && p.revision != block.revision {
         return Err(stale());
     }

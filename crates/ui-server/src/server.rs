@@ -3,6 +3,7 @@
 
 use std::net::Ipv4Addr;
 
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 use crate::config::ServerConfig;
@@ -37,9 +38,9 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
     served
 }
 
-/// Serves the router of `state` on `listener` until `shutdown` completes; then event
-/// streams say `bye shutdown` and close, open requests finish, and the change feed writes
-/// what it holds.
+/// Serves the router of `state` on `listener` (every connection with `TCP_NODELAY`) until
+/// `shutdown` completes; then event streams say `bye shutdown` and close, open requests
+/// finish, and the change feed writes what it holds.
 ///
 /// # Errors
 /// [`ServerError::Io`] when the socket fails.
@@ -50,6 +51,11 @@ pub async fn serve_on(
 ) -> Result<(), ServerError> {
     let app = router(state.clone());
     let streams = state.clone();
+    // Answers and event frames are small writes that should leave at once: without
+    // `TCP_NODELAY`, Nagle's algorithm may hold one back until the previous is acked.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -155,16 +155,39 @@ impl Template {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Field(f) => match fields.get(f)? {
-                    Json::String(s) => out.push_str(s),
-                    Json::Number(n) => out.push_str(&n.to_string()),
-                    Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-                    _ => return None,
+                Part::Field(f) => push_scalar(&mut out, fields.get(f)?)?,
+            }
+        }
+        Some(out)
+    }
+
+    /// [`Template::render`] of a record of values (parsed arguments, captured access),
+    /// converting only the fields it names — to the same JSON, so readings and writes
+    /// render the same text.
+    fn render_record(&self, fields: Option<&ui_core::Record>) -> Option<String> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Field(f) => match fields?.get(f)? {
+                    Value::String(s) => out.push_str(s),
+                    value => push_scalar(&mut out, &Json::from(value))?,
                 },
             }
         }
         Some(out)
     }
+}
+
+/// Appends the text of a string, number or boolean; `None` for anything else.
+fn push_scalar(out: &mut String, value: &Json) -> Option<()> {
+    match value {
+        Json::String(s) => out.push_str(s),
+        Json::Number(n) => out.push_str(&n.to_string()),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        _ => return None,
+    }
+    Some(())
 }
 
 /// `kind:{template}`: the audience of a source's data.
@@ -194,7 +217,16 @@ impl AudienceTemplate {
     }
 
     fn render(&self, access: &Map<String, Json>) -> Option<Audience> {
-        let id = self.id.render(access).filter(|id| !id.is_empty())?;
+        self.audience(self.id.render(access))
+    }
+
+    /// [`AudienceTemplate::render`] of a captured access value.
+    fn render_value(&self, access: &Value) -> Option<Audience> {
+        self.audience(self.id.render_record(access.as_record()))
+    }
+
+    fn audience(&self, id: Option<String>) -> Option<Audience> {
+        let id = id.filter(|id| !id.is_empty())?;
         Some(Audience {
             kind: self.kind,
             id: id.into(),
@@ -580,18 +612,16 @@ struct Feed(Arc<SourceDef>);
 
 impl ChangeFeed for Feed {
     fn audience(&self, _args: &ui_core::Record, access: &Value) -> Option<String> {
-        self.0
-            .audience
-            .render(&access_map(access))
-            .map(|a| a.to_string())
+        self.0.audience.render_value(access).map(|a| a.to_string())
     }
 
     fn keys(&self, args: &ui_core::Record) -> Vec<String> {
-        let args = match Json::from(&Value::record(args.clone())) {
-            Json::Object(m) => m,
-            _ => Map::new(),
-        };
-        let keys: Option<Vec<String>> = self.0.keys.iter().map(|k| k.render(&args)).collect();
+        let keys: Option<Vec<String>> = self
+            .0
+            .keys
+            .iter()
+            .map(|k| k.render_record(Some(args)))
+            .collect();
         keys.unwrap_or_default()
     }
 
@@ -687,9 +717,13 @@ fn access_map(access: &Value) -> Map<String, Json> {
 
 /// Every `@field` the read binds must be a string of the captured access.
 fn authorize(def: &SourceDef, access: &Value) -> Result<(), HostError> {
-    let access = access_map(access);
+    let access = access.as_record();
     for field in &def.access_params {
-        if !access.get(field).is_some_and(Json::is_string) {
+        if access
+            .and_then(|a| a.get(field))
+            .and_then(Value::as_str)
+            .is_none()
+        {
             return Err(UiRefusal::new(
                 "access-unavailable",
                 format!("The captured access has no `{field}`."),
@@ -843,6 +877,36 @@ mod tests {
         assert!(Template::parse("a}").is_err());
         assert!(AudienceTemplate::parse("global:{x}").is_err());
         assert!(AudienceTemplate::parse("project").is_err());
+    }
+
+    #[test]
+    fn records_render_as_their_json_does() {
+        // Readings render keys from parsed arguments, writes from the rows' JSON: the
+        // same fields must give the same text.
+        let json: Map<String, Json> = serde_json::from_str(
+            r#"{"s": "main", "i": 5, "f": 2.5, "b": true, "n": null, "o": {"x": 1}}"#,
+        )
+        .unwrap();
+        let value = Value::from(&Json::Object(json.clone()));
+        for text in [
+            "k:{s}",
+            "{i}/{f}",
+            "{b}",
+            "{n}",
+            "{o}",
+            "{missing}",
+            "plain",
+        ] {
+            let t = Template::parse(text).unwrap();
+            assert_eq!(
+                t.render_record(value.as_record()),
+                t.render(&json),
+                "{text}"
+            );
+        }
+        let audience = AudienceTemplate::parse("project:{s}").unwrap();
+        assert_eq!(audience.render_value(&value), audience.render(&json));
+        assert_eq!(audience.render_value(&Value::from("x")), None);
     }
 
     #[test]

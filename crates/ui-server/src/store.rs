@@ -6,6 +6,12 @@
 //! (`user:<owner>`, key = chat id) on the change feed. Inside a request's
 //! [`write_scope`] the events are collected and recorded by the handler (which waits for
 //! their seq, `X-UI-Sync-Seq`); elsewhere (a background freeze) they are recorded at once.
+//!
+//! What every `ui.*` request reads — the chat (owner, project), a finished item's blocks
+//! and flags, an item's granted access — is kept in a [`StoreCache`], so a `ui.query`
+//! answered from the host's cache touches no database. Only facts that no longer change
+//! are cached, and every write below drops the cached entries it touches, inside its
+//! blocking database call (see [`crate::cache`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,11 +22,12 @@ use serde::{Deserialize, Serialize};
 use ui_compiler::Block;
 use ui_core::Value;
 use ui_host::{
-    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, SendResult, StoredItem, UiQueryState,
-    UiStore,
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, SendResult, StoredBlock, StoredItem,
+    UiQueryState, UiStore,
 };
 use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
+use crate::cache::{CachedChat, ItemFacts, StoreCache, item_key};
 use crate::db::{Db, DbError, DbResult};
 
 /// The source name of chat change events (a host namespace, `sync.md` §3.1).
@@ -292,12 +299,76 @@ fn load_item(
     item_id: &str,
 ) -> DbResult<Option<ItemRow>> {
     Ok(conn
-        .query_row(
-            &format!("SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND id = ?2"),
-            params![chat_id, item_id],
-            item_row,
-        )
+        .prepare_cached(&format!(
+            "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND id = ?2"
+        ))?
+        .query_row(params![chat_id, item_id], item_row)
         .optional()?)
+}
+
+/// The facts of an item a `ui.query` needs, without its text, frozen readings and answers
+/// (the author is read out of `ui_queries` by SQLite), and the stored JSON's length.
+fn load_facts(
+    conn: &rusqlite::Connection,
+    chat_id: &str,
+    item_id: &str,
+) -> DbResult<Option<(ItemFacts, usize)>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT role, streaming, parent_tool_use_id IS NOT NULL, blocks, \
+               json_extract(ui_queries, '$.authorChatId') \
+             FROM ui_items WHERE chat_id = ?1 AND id = ?2",
+        )?
+        .query_row(params![chat_id, item_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, bool>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((role, streaming, subagent, blocks, author_chat_id)) = row else {
+        return Ok(None);
+    };
+    let weight = blocks.len() + author_chat_id.as_ref().map_or(0, String::len);
+    let facts = ItemFacts {
+        assistant: role == "assistant",
+        streaming,
+        subagent,
+        author_chat_id,
+        blocks: parse_json(&blocks)?,
+    };
+    Ok(Some((facts, weight)))
+}
+
+/// The stored access of an item: `None` when nothing is recorded, `Some(None)` when it is
+/// recorded as denied.
+fn load_access(
+    conn: &rusqlite::Connection,
+    chat_id: &str,
+    item_id: &str,
+) -> DbResult<Option<Option<String>>> {
+    Ok(conn
+        .prepare_cached("SELECT access FROM ui_access WHERE chat_id = ?1 AND item_id = ?2")?
+        .query_row(params![chat_id, item_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// An access row as the host sees it, and its weight in the access cache (the stored
+/// JSON's length).
+fn access_record(row: DbResult<Option<Option<String>>>) -> (AccessRecord, usize) {
+    match row {
+        Ok(Some(Some(text))) => match Value::from_json_str(&text) {
+            Ok(v) => (AccessRecord::Granted(Arc::new(v)), text.len()),
+            Err(_) => (AccessRecord::Denied, 0),
+        },
+        Ok(Some(None)) => (AccessRecord::Denied, 0),
+        Ok(None) => (AccessRecord::Absent, 0),
+        // Unknown is never a grant.
+        Err(_) => (AccessRecord::Denied, 0),
+    }
 }
 
 fn chat_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatRow> {
@@ -318,6 +389,7 @@ fn chat_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatRow> {
 pub struct SqliteUiStore {
     db: Db,
     feed: Option<SyncService>,
+    cache: Arc<StoreCache>,
 }
 
 impl std::fmt::Debug for SqliteUiStore {
@@ -338,7 +410,11 @@ pub(crate) struct ReplyUpdate {
 
 impl SqliteUiStore {
     pub(crate) fn new(db: Db, feed: Option<SyncService>) -> Self {
-        SqliteUiStore { db, feed }
+        SqliteUiStore {
+            db,
+            feed,
+            cache: Arc::new(StoreCache::default()),
+        }
     }
 
     /// Records that `chat_id` (owned by `owner`) changed: into the request's write scope,
@@ -363,26 +439,16 @@ impl SqliteUiStore {
         }
     }
 
-    async fn owner_of(&self, chat_id: &str) -> Option<String> {
-        let id = chat_id.to_owned();
-        self.db
-            .read(move |c| {
-                Ok(c.query_row(
-                    "SELECT owner FROM ui_chats WHERE id = ?1",
-                    params![id],
-                    |r| r.get(0),
-                )
-                .optional()?)
-            })
-            .await
-            .ok()
-            .flatten()
+    async fn touch(&self, chat_id: &str) {
+        if let Ok(Some(chat)) = self.chat(chat_id).await {
+            self.touched(chat_id, &chat.row.owner);
+        }
     }
 
-    async fn touch(&self, chat_id: &str) {
-        if let Some(owner) = self.owner_of(chat_id).await {
-            self.touched(chat_id, &owner);
-        }
+    /// Drops the cached facts of the item `item_id` of `chat_id` (call it right after a
+    /// write to the item commits, inside the blocking call).
+    fn item_written(cache: &StoreCache, chat_id: &str, item_id: &str) {
+        cache.items.invalidate(&item_key(chat_id, item_id));
     }
 
     /// Creates a chat owned by `owner` in `project`.
@@ -418,7 +484,7 @@ impl SqliteUiStore {
         let owner = owner.to_owned();
         self.db
             .read(move |c| {
-                let mut stmt = c.prepare(
+                let mut stmt = c.prepare_cached(
                     "SELECT id, title, project, created_at, owner FROM ui_chats \
                      WHERE owner = ?1 ORDER BY created_at DESC, id",
                 )?;
@@ -432,19 +498,41 @@ impl SqliteUiStore {
             .await
     }
 
-    /// The chat `chat_id` with its owner.
-    pub(crate) async fn chat_row(&self, chat_id: &str) -> DbResult<Option<ChatRow>> {
+    /// The chat `chat_id` with its owner and the host's [`ChatInfo`] (cached: chats never
+    /// change once created).
+    pub(crate) async fn chat(&self, chat_id: &str) -> DbResult<Option<Arc<CachedChat>>> {
+        if let Some(chat) = self.cache.chats.get(chat_id) {
+            return Ok(Some(chat));
+        }
+        let ticket = self.cache.chats.ticket();
         let id = chat_id.to_owned();
-        self.db
+        let row = self
+            .db
             .read(move |c| {
-                Ok(c.query_row(
+                Ok(c.prepare_cached(
                     "SELECT id, title, project, created_at, owner FROM ui_chats WHERE id = ?1",
-                    params![id],
-                    chat_row,
-                )
+                )?
+                .query_row(params![id], chat_row)
                 .optional()?)
             })
-            .await
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut data = ui_core::Record::default();
+        data.insert("owner".into(), Value::from(row.owner.as_str()));
+        data.insert("project".into(), Value::from(row.chat.project.as_str()));
+        let chat = Arc::new(CachedChat {
+            info: ChatInfo {
+                chat_id: row.chat.id.clone(),
+                data: Value::record(data),
+            },
+            row,
+        });
+        self.cache
+            .chats
+            .offer(ticket, chat_id.to_owned(), Arc::clone(&chat), 0);
+        Ok(Some(chat))
     }
 
     /// The items of `chat_id`, oldest first.
@@ -452,7 +540,7 @@ impl SqliteUiStore {
         let id = chat_id.to_owned();
         self.db
             .read(move |c| {
-                let mut stmt = c.prepare(&format!(
+                let mut stmt = c.prepare_cached(&format!(
                     "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 ORDER BY pos"
                 ))?;
                 let rows = stmt.query_map(params![id], item_row)?;
@@ -528,14 +616,19 @@ impl SqliteUiStore {
         update: ReplyUpdate,
     ) -> DbResult<()> {
         let blocks = json_text(&update.blocks)?;
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let (c, i, cache) = (
+            chat_id.to_owned(),
+            item_id.to_owned(),
+            Arc::clone(&self.cache),
+        );
         self.db
             .write(move |conn| {
-                conn.execute(
+                conn.prepare_cached(
                     "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5 \
                      WHERE chat_id = ?1 AND id = ?2",
-                    params![c, i, update.text, blocks, update.streaming],
-                )?;
+                )?
+                .execute(params![c, i, update.text, blocks, update.streaming])?;
+                Self::item_written(&cache, &c, &i);
                 Ok(())
             })
             .await?;
@@ -559,8 +652,56 @@ impl SqliteUiStore {
             .await
     }
 
+    /// The block `block_id` of the item with the item's flags and author (`UiStore::block`).
+    /// From the cache for a settled item ([`ItemFacts::settled`]); otherwise one database
+    /// call reads the item's facts (not its text, frozen readings or answers) and, unless
+    /// cached, its access, which the service asks for next.
+    pub(crate) async fn stored_block(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        block_id: &str,
+    ) -> DbResult<Option<StoredBlock>> {
+        let key = item_key(chat_id, item_id);
+        if let Some(facts) = self.cache.items.get(&key) {
+            return Ok(facts.block(block_id));
+        }
+        let with_access = self.cache.access.get(&key).is_none();
+        let (item_ticket, access_ticket) = (self.cache.items.ticket(), self.cache.access.ticket());
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let (facts, access) = self
+            .db
+            .read(move |conn| {
+                let tx = conn.unchecked_transaction()?;
+                let facts = load_facts(&tx, &c, &i)?;
+                let access = match &facts {
+                    Some(_) if with_access => Some(load_access(&tx, &c, &i)),
+                    _ => None,
+                };
+                tx.finish()?;
+                Ok((facts, access))
+            })
+            .await?;
+        if let Some((AccessRecord::Granted(access), weight)) = access.map(access_record) {
+            self.cache
+                .access
+                .offer(access_ticket, key.clone(), access, weight);
+        }
+        let Some((facts, weight)) = facts else {
+            return Ok(None);
+        };
+        let stored = facts.block(block_id);
+        if facts.settled(chat_id) {
+            self.cache
+                .items
+                .offer(item_ticket, key, Arc::new(facts), weight);
+        }
+        Ok(stored)
+    }
+
     /// Runs `f` in one write transaction on the application database (the write path of
-    /// sources).
+    /// sources). `f` must not write the store's own tables (`ui_chats`, `ui_items`,
+    /// `ui_access`): their cached entries would not be dropped.
     pub(crate) async fn transaction<R, F>(&self, f: F) -> DbResult<R>
     where
         R: Send + 'static,
@@ -580,73 +721,74 @@ impl SqliteUiStore {
 #[async_trait]
 impl UiStore for SqliteUiStore {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
-        let row = self.chat_row(chat_id).await.ok()??;
-        let mut data = ui_core::Record::default();
-        data.insert("owner".into(), Value::from(row.owner.as_str()));
-        data.insert("project".into(), Value::from(row.chat.project.as_str()));
-        Some(ChatInfo {
-            chat_id: row.chat.id,
-            data: Value::record(data),
-        })
+        Some(self.chat(chat_id).await.ok()??.info.clone())
     }
 
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
         self.stored_item(chat_id, item_id).await.ok().flatten()
     }
 
+    async fn block(&self, chat_id: &str, item_id: &str, block_id: &str) -> Option<StoredBlock> {
+        self.stored_block(chat_id, item_id, block_id)
+            .await
+            .ok()
+            .flatten()
+    }
+
     async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
         self.db
             .read(move |conn| {
-                Ok(conn.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
-                       AND role = 'assistant' AND parent_tool_use_id IS NULL \
-                       AND pos > (SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2))",
-                    params![c, i],
-                    |r| r.get(0),
-                )?)
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
+                           AND role = 'assistant' AND parent_tool_use_id IS NULL \
+                           AND pos > (SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2))",
+                    )?
+                    .query_row(params![c, i], |r| r.get(0))?)
             })
             .await
             .unwrap_or(false)
     }
 
+    /// A granted access from the cache; anything else from the database (absent and denied
+    /// change during a capture, a failed read may pass next time).
     async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        let row: DbResult<Option<Option<String>>> = self
-            .db
-            .read(move |conn| {
-                Ok(conn
-                    .query_row(
-                        "SELECT access FROM ui_access WHERE chat_id = ?1 AND item_id = ?2",
-                        params![c, i],
-                        |r| r.get(0),
-                    )
-                    .optional()?)
-            })
-            .await;
-        match row {
-            Ok(Some(Some(text))) => match Value::from_json_str(&text) {
-                Ok(v) => AccessRecord::Granted(Arc::new(v)),
-                Err(_) => AccessRecord::Denied,
-            },
-            Ok(Some(None)) => AccessRecord::Denied,
-            Ok(None) => AccessRecord::Absent,
-            // Unknown is never a grant.
-            Err(_) => AccessRecord::Denied,
+        let key = item_key(chat_id, item_id);
+        if let Some(access) = self.cache.access.get(&key) {
+            return AccessRecord::Granted(access);
         }
+        let ticket = self.cache.access.ticket();
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let row = self.db.read(move |conn| load_access(conn, &c, &i)).await;
+        let (access, weight) = access_record(row);
+        if let AccessRecord::Granted(granted) = &access {
+            self.cache
+                .access
+                .offer(ticket, key, Arc::clone(granted), weight);
+        }
+        access
     }
 
     async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let (c, i, cache) = (
+            chat_id.to_owned(),
+            item_id.to_owned(),
+            Arc::clone(&self.cache),
+        );
         let text = access.map(|a| a.to_js_json());
         let _ = self
             .db
             .write(move |conn| {
-                conn.execute(
-                    "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (chat_id, item_id) DO UPDATE SET access = excluded.access",
-                    params![c, i, text],
-                )?;
+                let written = conn
+                    .prepare_cached(
+                        "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (chat_id, item_id) DO UPDATE SET access = excluded.access",
+                    )?
+                    .execute(params![c, i, text]);
+                // Dropped even when the write failed: what it left is unknown.
+                cache.access.invalidate(&item_key(&c, &i));
+                written?;
                 Ok(())
             })
             .await;
@@ -656,14 +798,21 @@ impl UiStore for SqliteUiStore {
         let Ok(text) = json_text(&state) else {
             return;
         };
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let (c, i, cache) = (
+            chat_id.to_owned(),
+            item_id.to_owned(),
+            Arc::clone(&self.cache),
+        );
         let written = self
             .db
             .write(move |conn| {
-                Ok(conn.execute(
-                    "UPDATE ui_items SET ui_queries = ?3 WHERE chat_id = ?1 AND id = ?2",
-                    params![c, i, text],
-                )?)
+                let written = conn
+                    .prepare_cached(
+                        "UPDATE ui_items SET ui_queries = ?3 WHERE chat_id = ?1 AND id = ?2",
+                    )?
+                    .execute(params![c, i, text]);
+                Self::item_written(&cache, &c, &i);
+                Ok(written?)
             })
             .await;
         if matches!(written, Ok(n) if n > 0) {
@@ -725,7 +874,7 @@ impl UiStore for SqliteUiStore {
     }
 
     async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) {
-        let (c, a) = (chat_id.to_owned(), answer);
+        let (c, a, cache) = (chat_id.to_owned(), answer, Arc::clone(&self.cache));
         let written = self
             .db
             .write(move |conn| {
@@ -747,11 +896,264 @@ impl UiStore for SqliteUiStore {
                     params![c, a.origin.item_id, json_text(&answers)?],
                 )?;
                 tx.commit()?;
+                // Answers are not cached; every write to an item drops it all the same.
+                Self::item_written(&cache, &c, &a.origin.item_id);
                 Ok(true)
             })
             .await;
         if matches!(written, Ok(true)) {
             self.touch(chat_id).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ui_compiler::{CompileOptions, UiCompiler};
+
+    use super::*;
+
+    struct Fixture {
+        store: SqliteUiStore,
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn fixture(tag: &str) -> Fixture {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-store-{tag}-{}-{}",
+            std::process::id(),
+            new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&dir.join("app.db"), SCHEMA).await.unwrap();
+        Fixture {
+            store: SqliteUiStore::new(db, None),
+            dir,
+        }
+    }
+
+    /// The final blocks of a reply whose one block shows `text`.
+    fn final_blocks(item_id: &str, text: &str) -> Vec<Arc<Block>> {
+        let reply = format!("```ui\n<Summary>{text}</Summary>\n```\n");
+        let options = CompileOptions {
+            id: item_id.to_owned(),
+            is_final: true,
+            ..CompileOptions::default()
+        };
+        UiCompiler::new()
+            .compile(&reply, &options)
+            .into_iter()
+            .map(|b| {
+                let mut block = Block::clone(&b);
+                block.revision = Some(ui_host::block_revision(&block));
+                Arc::new(block)
+            })
+            .collect()
+    }
+
+    fn finished(item_id: &str, text: &str) -> ReplyUpdate {
+        ReplyUpdate {
+            text: text.to_owned(),
+            blocks: final_blocks(item_id, text),
+            streaming: false,
+        }
+    }
+
+    /// The UI state a capture writes first: the chat is the item's author.
+    fn authored_by(chat_id: &str) -> UiQueryState {
+        UiQueryState {
+            author_chat_id: chat_id.to_owned(),
+            blocks: IndexMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_settled_facts_are_cached_and_writes_drop_them() {
+        let f = fixture("writes").await;
+        let store = &f.store;
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        let item = store
+            .add_item(&chat.id, Role::Assistant, "", true)
+            .await
+            .unwrap();
+        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        let block_id = final_blocks(i, "one")[0].id.clone();
+
+        // A streaming item is read from the database every time, never cached.
+        let first = final_blocks(i, "one");
+        store
+            .update_reply(
+                c,
+                i,
+                ReplyUpdate {
+                    text: "one".into(),
+                    blocks: first.clone(),
+                    streaming: true,
+                },
+            )
+            .await
+            .unwrap();
+        let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert!(stored.streaming);
+        assert_eq!(store.cache.items.len(), 0);
+
+        // Finished but not captured yet: the author may still change, so not cached.
+        store.update_reply(c, i, finished(i, "one")).await.unwrap();
+        let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert!(!stored.streaming && stored.assistant && !stored.subagent);
+        assert_eq!(stored.block.revision, first[0].revision);
+        assert_eq!(stored.author_chat_id, None);
+        assert_eq!(store.cache.items.len(), 0);
+
+        // Captured: settled, cached, and its author is seen at once.
+        store.set_ui_queries(c, i, authored_by(c)).await;
+        let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert_eq!(stored.author_chat_id.as_deref(), Some(c));
+        assert_eq!(store.cache.items.len(), 1);
+
+        // A rewrite of the item (which the replies never do once finished) shows at once.
+        store.update_reply(c, i, finished(i, "two")).await.unwrap();
+        let two = final_blocks(i, "two");
+        assert_ne!(two[0].revision, first[0].revision);
+        let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert_eq!(stored.block.revision, two[0].revision);
+        // So does another author (as a fork's capture would write): no longer settled.
+        assert_eq!(store.cache.items.len(), 1);
+        store.set_ui_queries(c, i, authored_by("other")).await;
+        let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert_eq!(stored.author_chat_id.as_deref(), Some("other"));
+        assert_eq!(store.cache.items.len(), 0);
+
+        // Captured access: absent and denied are never cached, granted is; every write to
+        // it is seen at once.
+        assert_eq!(store.access(c, i).await, AccessRecord::Absent);
+        store.set_access(c, i, None).await;
+        assert_eq!(store.access(c, i).await, AccessRecord::Denied);
+        assert_eq!(store.cache.access.len(), 0);
+        let access = Arc::new(Value::from("web"));
+        store.set_access(c, i, Some(Arc::clone(&access))).await;
+        assert_eq!(
+            store.access(c, i).await,
+            AccessRecord::Granted(Arc::clone(&access))
+        );
+        assert_eq!(store.cache.access.len(), 1);
+        store.set_access(c, i, None).await;
+        assert_eq!(store.access(c, i).await, AccessRecord::Denied);
+
+        // The chat's info comes from the cache once read.
+        let info = store.chat_info(c).await.unwrap();
+        assert_eq!(info.chat_id, chat.id);
+        let data = info.data.as_record().unwrap();
+        assert_eq!(data.get("owner").and_then(Value::as_str), Some("alice"));
+        assert_eq!(data.get("project").and_then(Value::as_str), Some("web"));
+        assert!(store.cache.chats.get(c).is_some());
+    }
+
+    #[tokio::test]
+    async fn entries_belong_to_their_chat() {
+        let f = fixture("isolation").await;
+        let store = &f.store;
+        let alice = store.create_chat("alice", "web", "a").await.unwrap();
+        let bob = store.create_chat("bob", "ops", "b").await.unwrap();
+        let item = store
+            .add_item(&alice.id, Role::Assistant, "", true)
+            .await
+            .unwrap();
+        store
+            .update_reply(&alice.id, &item.id, finished(&item.id, "one"))
+            .await
+            .unwrap();
+        store
+            .set_ui_queries(&alice.id, &item.id, authored_by(&alice.id))
+            .await;
+        let access = Arc::new(Value::from("alice"));
+        store
+            .set_access(&alice.id, &item.id, Some(Arc::clone(&access)))
+            .await;
+        let block_id = final_blocks(&item.id, "one")[0].id.clone();
+        // Warm every cache with Alice's chat …
+        assert!(
+            store
+                .stored_block(&alice.id, &item.id, &block_id)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(store.cache.items.len(), 1);
+        assert_eq!(
+            store.access(&alice.id, &item.id).await,
+            AccessRecord::Granted(access)
+        );
+        assert_eq!(
+            store.chat(&alice.id).await.unwrap().unwrap().row.owner,
+            "alice"
+        );
+        // … Alice's item named under Bob's chat is not there.
+        assert_eq!(
+            store
+                .stored_block(&bob.id, &item.id, &block_id)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(store.access(&bob.id, &item.id).await, AccessRecord::Absent);
+        assert_eq!(store.chat(&bob.id).await.unwrap().unwrap().row.owner, "bob");
+        assert!(store.chat("missing").await.unwrap().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_write_still_drops_the_cached_facts() {
+        let f = fixture("cancelled").await;
+        let store = &f.store;
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        let item = store
+            .add_item(&chat.id, Role::Assistant, "", true)
+            .await
+            .unwrap();
+        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        store.update_reply(c, i, finished(i, "one")).await.unwrap();
+        store.set_ui_queries(c, i, authored_by(c)).await;
+        let block_id = final_blocks(i, "one")[0].id.clone();
+        let cached = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+        assert_eq!(store.cache.items.len(), 1);
+        // The request that writes goes away before the write is done (a client that
+        // disconnects); the write still commits, and must still drop the entry. Another
+        // write holds the writer meanwhile, so the dropped one is surely not done yet.
+        let db = store.db.clone();
+        let busy = tokio::spawn(async move {
+            db.write(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                Ok(())
+            })
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let write = store.update_reply(c, i, finished(i, "two"));
+        // Polled once (the blocking call starts), then dropped.
+        let polled = futures_util::FutureExt::now_or_never(write);
+        assert!(polled.is_none(), "{polled:?}");
+        busy.await.unwrap().unwrap();
+        let two = final_blocks(i, "two")[0].revision.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let now = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
+            if now.block.revision == two {
+                break;
+            }
+            assert_eq!(now.block.revision, cached.block.revision);
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the stale entry stayed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 }

@@ -3,9 +3,10 @@
 //! port. It signs in as alice, opens the builds chat, checks the blocks are drawn, switches
 //! the Segmented and checks the table is read again with the new branch, inserts a CI run
 //! through the source's write path and checks it is on the page within 2 s without a
-//! reload, presses a Choice and checks it became the chat's next user message, and saves
-//! a screenshot (`demo.png`, or `failure.png` when a step fails) under
-//! `$CARGO_TARGET_DIR/e2e/` (`UI_E2E_ARTIFACTS` overrides the directory).
+//! reload, presses a Choice and checks it became the chat's next user message (and that
+//! the sent one is marked), checks that the page logged no error and got no failed
+//! request from its boot on, and saves a screenshot (`demo.png`, or `failure.png` when a
+//! step fails) under `$CARGO_TARGET_DIR/e2e/` (`UI_E2E_ARTIFACTS` overrides the directory).
 //!
 //! Ignored by default because it needs Debian's `chromium` and `chromium-driver`;
 //! `cargo xtask ci` installs them when missing and runs it with `--include-ignored`.
@@ -51,12 +52,28 @@ return {
   branches: [...block.querySelectorAll(".segmented button")].map((b) => [text(b), b.getAttribute("aria-pressed"), b.disabled]),
   status: text(block.querySelector(".block-status")),
   muted: block.querySelector(".block-body").classList.contains("muted-value"),
+  stats: [...block.querySelectorAll(".stat")].map((s) => [text(s.querySelector(".label")), text(s.querySelector(".value"))]),
   callout: text(block.querySelector(".callout .title")),
+  calloutIcon: (() => {
+    // The tone icon sits beside the title with a gap, centred on its line.
+    const icon = block.querySelector(".callout > svg.icon");
+    const title = block.querySelector(".callout .title");
+    if (!icon || !title) return null;
+    const i = icon.getBoundingClientRect();
+    const range = document.createRange();
+    range.selectNodeContents(title);
+    const t = range.getBoundingClientRect();
+    return { tone: icon.getAttribute("class"), hidden: icon.getAttribute("aria-hidden"), width: Math.round(i.width),
+      gap: Math.round(t.left - i.right), offset: Math.round(Math.abs((i.top + i.bottom) / 2 - (t.top + t.bottom) / 2)) };
+  })(),
   progress: block.querySelector("[role=progressbar]")?.getAttribute("aria-valuetext") ?? null,
   steps: block.querySelectorAll(".steps > li").length,
   choices: [...block.querySelectorAll("button.choice")].map((b) => ({
-    label: text(b.querySelector("span")), context: text(b.querySelector(".ctx")),
-    disabled: b.disabled, node: b.dataset.node })),
+    label: [...b.querySelector(".label").childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join("").trim(),
+    context: text(b.querySelector(".ctx")), disabled: b.disabled, node: b.dataset.node,
+    chosen: b.classList.contains("chosen"), check: !!b.querySelector(".label .check"),
+    pressed: b.getAttribute("aria-pressed"), ariaDisabled: b.getAttribute("aria-disabled"),
+    opacity: getComputedStyle(b).opacity, border: getComputedStyle(b).borderTopColor })),
   answered: text(block.querySelector(".answered")),
 };
 "##;
@@ -78,9 +95,11 @@ return {
   blocks: document.querySelectorAll("#items .block").length,
   stats: [...document.querySelectorAll("#items .stats .stat .label")].map(text),
   charts: document.querySelectorAll("#items figure.chart svg").length,
+  ticks: [...document.querySelectorAll("#items figure.chart svg")].map((svg) => [...svg.querySelectorAll("text.tick")].map(text)),
   entities: [...document.querySelectorAll("#items dl.entities dt")].map(text),
   couldNot: [...document.querySelectorAll("#items .could-not")].map(text),
   marker: window.__e2e ? window.__e2e.marker : null,
+  favicon: document.querySelector('link[rel="icon"]')?.getAttribute("href")?.slice(0, 18) ?? null,
 };
 "##;
 
@@ -88,7 +107,17 @@ return {
 /// changing what the page does: `api()` calls the global `fetch` on each request.
 const SPY: &str = r##"
 if (window.__e2e) return window.__e2e.marker;
-window.__e2e = { marker: arguments[0], queries: [], seenAt: null, wroteAt: null, switchedAt: null };
+window.__e2e = { marker: arguments[0], queries: [], seenAt: null, wroteAt: null, switchedAt: null, errors: [], failed: [] };
+// Console errors and failed requests from now on (the requests since the page loaded are
+// in the resource timing buffer, see PROBLEMS).
+performance.setResourceTimingBufferSize(100000);
+window.addEventListener("error", (e) => window.__e2e.errors.push("error: " + (e.message || (e.target && (e.target.src || e.target.href)) || "unknown")), true);
+window.addEventListener("unhandledrejection", (e) => window.__e2e.errors.push("unhandled rejection: " + String(e.reason)));
+const consoleError = console.error;
+console.error = function (...args) {
+  window.__e2e.errors.push("console.error: " + args.map(String).join(" "));
+  return consoleError.apply(this, args);
+};
 // When the person first presses the Segmented (before the page handles the click).
 document.addEventListener("click", (e) => {
   if (window.__e2e.switchedAt === null && e.target.closest(".segmented")) window.__e2e.switchedAt = performance.now();
@@ -96,7 +125,14 @@ document.addEventListener("click", (e) => {
 const original = window.fetch;
 window.fetch = async function (url, init) {
   const sentAt = performance.now();
-  const response = await original.apply(this, arguments);
+  let response;
+  try {
+    response = await original.apply(this, arguments);
+  } catch (e) {
+    if (!(e && e.name === "AbortError")) window.__e2e.failed.push(`${String(url)}: ${e}`);
+    throw e;
+  }
+  if (!response.ok) window.__e2e.failed.push(`${String(url)}: ${response.status}`);
   if (String(url).endsWith("/ui/query")) {
     const entry = { body: JSON.parse(init.body), reading: null, sentAt, at: performance.now() };
     try { entry.reading = await response.clone().json(); } catch (_) { /* not JSON */ }
@@ -127,6 +163,17 @@ fetch("/api/sources/ci.runs/rows", {
   e2e.wroteAt = performance.now();
   done({ status: r.status, body: await r.json(), ms: e2e.wroteAt - started });
 }, (e) => done({ error: String(e) }));
+"##;
+
+/// What went wrong in the page: errors and failed fetches seen since [`SPY`] was installed,
+/// and every request since the page loaded (its boot included) that got a 4xx or 5xx (the
+/// resource timing buffer; a fetch is in it once its body was read, as `api()` does).
+const PROBLEMS: &str = r##"
+const bad = [...performance.getEntriesByType("navigation"), ...performance.getEntriesByType("resource")]
+  .filter((e) => e.responseStatus >= 400)
+  .map((e) => `${e.responseStatus} ${new URL(e.name).pathname}`);
+return { errors: window.__e2e.errors, failed: window.__e2e.failed, responses: bad,
+         requests: performance.getEntriesByType("resource").length };
 "##;
 
 fn rows(snapshot: &Json) -> Vec<Vec<String>> {
@@ -274,9 +321,21 @@ async fn flow(client: &Client, server: &DemoServer) {
     );
     assert_eq!(
         chat["stats"],
-        json!(["Builds", "Pass rate", "Median time"]),
+        json!(["Runs", "Failed", "Builds", "Pass rate", "Median time"]),
         "{chat:#}"
     );
+    // Axis ticks in "nice" steps, formatted like the values (the hbar chart has none).
+    assert_eq!(
+        chat["ticks"],
+        json!([
+            ["0", "2", "4", "6", "8", "10"],
+            [],
+            ["0", "2", "4", "6", "8", "10"],
+            ["0 s", "100 s", "200 s", "300 s", "400 s", "500 s"]
+        ]),
+        "{chat:#}"
+    );
+    assert_eq!(chat["favicon"], "data:image/svg+xml", "{chat:#}");
     assert_eq!(
         chat["entities"],
         json!(["Owner", "Runner", "Cache"]),
@@ -293,11 +352,25 @@ async fn flow(client: &Client, server: &DemoServer) {
             && b["muted"] == false
     })
     .await;
-    assert_eq!(block["summary"], "1 runs on main", "{block:#}");
+    assert_eq!(block["summary"], "CI runs on main", "{block:#}");
+    assert_eq!(
+        block["stats"],
+        json!([["Runs", "1"], ["Failed", "0"]]),
+        "{block:#}"
+    );
     assert_eq!(block["badge"], "live", "{block:#}");
     assert_eq!(block["heads"], json!(["Run", "Status"]), "{block:#}");
     assert_eq!(pressed(&block).as_deref(), Some("main"), "{block:#}");
-    assert_eq!(block["callout"], "⚠ Flaky test", "{block:#}");
+    assert_eq!(block["callout"], "Flaky test", "{block:#}");
+    let icon = &block["calloutIcon"];
+    assert_eq!(icon["tone"], "icon tone-warning", "{block:#}");
+    assert_eq!(icon["hidden"], "true", "{block:#}");
+    assert!(
+        icon["width"].as_i64().is_some_and(|w| w >= 12)
+            && icon["gap"].as_i64().is_some_and(|g| (6..=16).contains(&g))
+            && icon["offset"].as_i64().is_some_and(|o| o <= 3),
+        "the callout icon is beside its title, with a gap, on its line: {block:#}"
+    );
     assert_eq!(block["progress"], "7 of 10", "{block:#}");
     assert_eq!(block["steps"], 5, "{block:#}");
     let labels: Vec<&str> = block["choices"]
@@ -336,7 +409,12 @@ async fn flow(client: &Client, server: &DemoServer) {
         },
     )
     .await;
-    assert_eq!(block["summary"], "1 runs on dev", "{block:#}");
+    assert_eq!(block["summary"], "CI runs on dev", "{block:#}");
+    assert_eq!(
+        block["stats"],
+        json!([["Runs", "1"], ["Failed", "1"]]),
+        "{block:#}"
+    );
     // The reads the page sent after the press (a read of `main` may still have been on
     // its way when the option was pressed).
     let queries = js(
@@ -414,7 +492,12 @@ async fn flow(client: &Client, server: &DemoServer) {
         in_page.as_f64().is_some_and(|ms| ms < 2000.0),
         "drawn {in_page} ms after the write"
     );
-    assert_eq!(block["summary"], "2 runs on dev", "{block:#}");
+    assert_eq!(block["summary"], "CI runs on dev", "{block:#}");
+    assert_eq!(
+        block["stats"],
+        json!([["Runs", "2"], ["Failed", "1"]]),
+        "{block:#}"
+    );
     assert_eq!(pressed(&block).as_deref(), Some("dev"), "{block:#}");
     let chat = js(client, CHAT, vec![]).await;
     assert_eq!(chat["marker"], json!(marker), "the page was not reloaded");
@@ -455,9 +538,43 @@ async fn flow(client: &Client, server: &DemoServer) {
         b["answered"] == "✓ Sent: Rerun failed"
     })
     .await;
+    // The sent choice stands out (pressed, a check mark, full colour, the accent border)
+    // and can no longer be pressed; the others are disabled and muted.
+    let sent = &block["choices"][0];
+    assert_eq!(sent["label"], "Rerun failed", "{block:#}");
+    assert_eq!(sent["chosen"], true, "{block:#}");
+    assert_eq!(sent["check"], true, "{block:#}");
+    assert_eq!(sent["pressed"], "true", "{block:#}");
+    assert_eq!(sent["ariaDisabled"], "true", "{block:#}");
+    assert_eq!(sent["disabled"], false, "still focusable: {block:#}");
+    assert_eq!(sent["opacity"], "1", "{block:#}");
     assert_eq!(
-        block["choices"][0]["label"], "✓ Rerun failed",
-        "the sent choice is marked: {block:#}"
+        sent["border"], "rgb(36, 86, 199)",
+        "the accent border: {block:#}"
+    );
+    for other in &block["choices"].as_array().unwrap()[1..] {
+        assert_eq!(other["chosen"], false, "{block:#}");
+        assert_eq!(other["check"], false, "{block:#}");
+        assert_eq!(other["pressed"], "false", "{block:#}");
+        assert_eq!(other["disabled"], true, "{block:#}");
+        assert!(
+            other["opacity"]
+                .as_str()
+                .and_then(|o| o.parse::<f64>().ok())
+                .is_some_and(|o| o < 1.0),
+            "muted: {block:#}"
+        );
+    }
+
+    // No console errors and no failed request during the whole flow (the page's boot
+    // included: signed out, it asks `/api/session`, which answers 200).
+    let problems = js(client, PROBLEMS, vec![]).await;
+    assert_eq!(problems["errors"], json!([]), "{problems:#}");
+    assert_eq!(problems["failed"], json!([]), "{problems:#}");
+    assert_eq!(problems["responses"], json!([]), "{problems:#}");
+    assert!(
+        problems["requests"].as_u64().is_some_and(|n| n > 0),
+        "the resource timing buffer records the page's requests: {problems:#}"
     );
 
     // The same over HTTP, with the browser's session cookie.

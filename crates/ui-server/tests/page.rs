@@ -1,11 +1,13 @@
-//! The demo page: `/`, `/app.css` and `/app.js` are served with their content types, and
-//! the script knows every component of the catalog.
+//! The demo page: `/`, `/app.css` and `/app.js` are served with their content types, the
+//! script knows every component of the catalog, the page's session route answers signed
+//! out without an error, and the demo replies compile cleanly.
 
 #![allow(missing_docs)]
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
+use serde_json::{Value as Json, json};
 use tower::ServiceExt;
 use ui_server::{AppState, ServerConfig, SourcesConfig, router};
 
@@ -175,5 +177,119 @@ async fn the_demo_seed_gives_alice_and_bob_chats() {
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(json["chats"].as_array().unwrap().len(), chats, "{user}");
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `GET path` with `cookie` (if any): the status and the JSON body.
+async fn get_json(app: &axum::Router, path: &str, cookie: Option<&str>) -> (StatusCode, Json) {
+    let mut request = Request::get(path);
+    if let Some(cookie) = cookie {
+        request = request.header(header::COOKIE, cookie);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Json::Null))
+}
+
+/// Signs in as the demo user `user`: the session cookie (`name=value`).
+async fn sign_in(app: &axum::Router, user: &str) -> String {
+    let login = Request::post("/api/login")
+        .header("content-type", "application/json")
+        .body(Body::from(format!(r#"{{"user":"{user}"}}"#)))
+        .unwrap();
+    let response = app.clone().oneshot(login).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    response
+        .headers()
+        .get(header::SET_COOKIE)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The page asks `GET /api/session` when it loads: `200` signed in or out, so a signed-out
+/// load has no failed request; `GET /api/me` keeps answering `401` then.
+#[tokio::test]
+async fn the_session_route_answers_200_signed_in_or_out() {
+    let (app, dir) = app("session", true).await;
+    assert_eq!(
+        get_json(&app, "/api/session", None).await,
+        (StatusCode::OK, json!({"user": null}))
+    );
+    assert_eq!(
+        get_json(&app, "/api/session", Some("uiblocks_session=forged")).await,
+        (StatusCode::OK, json!({"user": null}))
+    );
+    let (status, body) = get_json(&app, "/api/me", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(body["error"]["code"], "unauthenticated", "{body}");
+
+    let cookie = sign_in(&app, "alice").await;
+    assert_eq!(
+        get_json(&app, "/api/session", Some(&cookie)).await,
+        (
+            StatusCode::OK,
+            json!({"user": {"userId": "alice", "projects": ["web"]}})
+        )
+    );
+    let (_, me) = get_json(&app, "/api/me", Some(&cookie)).await;
+    assert_eq!(me, json!({"userId": "alice", "projects": ["web"]}));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Every demo reply compiles without a diagnostic under the demo's sources, except the two
+/// the content reply shows on purpose (an unknown component and a bad tone, drawn as their
+/// fallbacks).
+#[tokio::test]
+async fn the_demo_replies_compile_without_diagnostics() {
+    let dir = std::env::temp_dir().join(format!("ui-server-page-replies-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut config = ServerConfig::new(dir.join("app.db"));
+    config.demo = true;
+    config.sources = SourcesConfig::Inline(ui_server::DEMO_SOURCES.into());
+    let state = AppState::open(config).await.unwrap();
+    ui_server::seed_demo(&state).await.unwrap();
+    let app = router(state);
+    let mut replies = 0;
+    for user in ["alice", "bob"] {
+        let cookie = sign_in(&app, user).await;
+        let (_, list) = get_json(&app, "/api/chats", Some(&cookie)).await;
+        for chat in list["chats"].as_array().unwrap() {
+            let path = format!("/api/chats/{}", chat["id"].as_str().unwrap());
+            let (status, detail) = get_json(&app, &path, Some(&cookie)).await;
+            assert_eq!(status, StatusCode::OK, "{detail}");
+            for item in detail["items"].as_array().unwrap() {
+                let Some(blocks) = item["ui"].as_array() else {
+                    continue;
+                };
+                for block in blocks {
+                    replies += 1;
+                    let codes: Vec<&str> = block["diagnostics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|d| d["code"].as_str().unwrap())
+                        .collect();
+                    let text = item["text"].as_str().unwrap();
+                    let expected: &[&str] = if text.starts_with("The fix touches two files.") {
+                        &["unknown_component", "invalid_props"]
+                    } else {
+                        &[]
+                    };
+                    assert_eq!(codes, expected, "{user}: {text}\n{block:#}");
+                }
+            }
+        }
+    }
+    assert_eq!(replies, 5, "the five demo replies hold one block each");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,0 +1,381 @@
+//! Small in-memory caches of what the store reads on every `ui.*` request, so that a
+//! cached `ui.query` answers without touching the database (see [`StoreCache`]).
+//!
+//! Correctness rests on four rules, kept by [`crate::store::SqliteUiStore`]:
+//!
+//! - **Only settled facts are cached.** A chat (never changed once created), a finished
+//!   item whose UI state names its own chat as the author (its blocks, flags and author
+//!   no longer change: `update_reply` serves streaming items only, the author is set once
+//!   by the capture), and a granted access (final for its chat and item, `host.md` §4: a
+//!   capture stores it last). Absent or denied access, streaming items and items not yet
+//!   captured are read from the database every time. So even a writer the cache cannot
+//!   see (another process on the same file) cannot leave an entry outdated.
+//! - **Every write drops what it changes.** A write to an item or to an item's captured
+//!   access calls [`Bounded::invalidate`] for that key *inside* the blocking database
+//!   call, right after the change is committed, so it runs even when the request that
+//!   started the write is cancelled halfway. (Chats are only ever created; a missing chat
+//!   or item is never cached, so a new one needs nothing dropped.)
+//! - **A fill never brings back what a write dropped.** A reader takes a [`Ticket`]
+//!   before it reads the database and offers what it read with that ticket; every
+//!   invalidation moves the cache's generation on, and an offer with an older ticket is
+//!   refused. Either the write committed before the read began (the read saw it), or the
+//!   invalidation comes after the read began (the offer is refused, or the entry it made
+//!   is removed by the invalidation itself).
+//! - **Keys name everything the value depends on.** An item is keyed by its chat *and*
+//!   its id, so a request that names another person's item under its own chat finds
+//!   nothing, exactly as the database query `WHERE chat_id = ? AND id = ?` would.
+//!
+//! Nothing here decides who may read what: the owner check of the wire gate and the
+//! host's `authorize` run on every request, with the cached facts as their input.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ui_compiler::Block;
+use ui_core::Value;
+use ui_host::{ChatInfo, StoredBlock};
+
+use crate::limits::{
+    MAX_CACHED_ACCESS, MAX_CACHED_ACCESS_BYTES, MAX_CACHED_CHATS, MAX_CACHED_ITEM_BYTES,
+    MAX_CACHED_ITEMS,
+};
+use crate::store::ChatRow;
+
+/// The generation a reader saw before it read the database (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) struct Ticket(u64);
+
+/// A map of at most `max_entries` entries whose weights add up to at most `max_weight`.
+///
+/// Two generations of entries keep it bounded without any bookkeeping per lookup: new
+/// entries go into the young half; when it is full it becomes the old half (dropping the
+/// previous old half) and a new young half starts. A hit in the old half moves the entry
+/// back into the young half, so entries in use stay and unused ones age out — an
+/// approximate LRU whose every operation is O(1) amortised.
+pub(crate) struct Bounded<V> {
+    maps: Mutex<Halves<V>>,
+    half_entries: usize,
+    half_weight: usize,
+}
+
+struct Halves<V> {
+    young: HashMap<String, (V, usize)>,
+    young_weight: usize,
+    old: HashMap<String, (V, usize)>,
+    generation: u64,
+}
+
+impl<V> std::fmt::Debug for Bounded<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let maps = self.lock();
+        f.debug_struct("Bounded")
+            .field("entries", &(maps.young.len() + maps.old.len()))
+            .field("generation", &maps.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<V> Bounded<V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Halves<V>> {
+        self.maps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<V: Clone> Bounded<V> {
+    /// An empty map holding at most `max_entries` entries of at most `max_weight` in all.
+    pub(crate) fn new(max_entries: usize, max_weight: usize) -> Self {
+        Bounded {
+            maps: Mutex::new(Halves {
+                young: HashMap::new(),
+                young_weight: 0,
+                old: HashMap::new(),
+                generation: 0,
+            }),
+            half_entries: (max_entries / 2).max(1),
+            half_weight: max_weight / 2,
+        }
+    }
+
+    /// The entry of `key`, if cached.
+    pub(crate) fn get(&self, key: &str) -> Option<V> {
+        let mut maps = self.lock();
+        if let Some((value, _)) = maps.young.get(key) {
+            return Some(value.clone());
+        }
+        let (value, weight) = maps.old.remove(key)?;
+        self.put(&mut maps, key.to_owned(), value.clone(), weight);
+        Some(value)
+    }
+
+    /// The ticket to take before reading what will be offered with [`Bounded::offer`].
+    pub(crate) fn ticket(&self) -> Ticket {
+        Ticket(self.lock().generation)
+    }
+
+    /// Caches `value` under `key` unless something was invalidated since `ticket` was
+    /// taken (the value may then be outdated) or `weight` alone would take more than half
+    /// the room. Whether it was cached.
+    pub(crate) fn offer(&self, ticket: Ticket, key: String, value: V, weight: usize) -> bool {
+        if weight > self.half_weight {
+            return false;
+        }
+        let mut maps = self.lock();
+        if maps.generation != ticket.0 {
+            return false;
+        }
+        self.put(&mut maps, key, value, weight);
+        true
+    }
+
+    /// Drops the entry of `key` and refuses every offer whose ticket is older.
+    pub(crate) fn invalidate(&self, key: &str) {
+        let mut maps = self.lock();
+        maps.generation += 1;
+        if let Some((_, weight)) = maps.young.remove(key) {
+            maps.young_weight -= weight;
+        }
+        maps.old.remove(key);
+    }
+
+    /// Entries cached now (tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        let maps = self.lock();
+        maps.young.len() + maps.old.len()
+    }
+
+    /// Inserts into the young half, turning it into the old half first when it is full.
+    fn put(&self, maps: &mut Halves<V>, key: String, value: V, weight: usize) {
+        if let Some((_, w)) = maps.young.remove(&key) {
+            maps.young_weight -= w;
+        }
+        maps.old.remove(&key);
+        if maps.young.len() >= self.half_entries || maps.young_weight + weight > self.half_weight {
+            maps.old = std::mem::take(&mut maps.young);
+            maps.young_weight = 0;
+        }
+        maps.young_weight += weight;
+        maps.young.insert(key, (value, weight));
+    }
+}
+
+/// The facts of an item that admitting a `ui.query` needs ([`StoredBlock`]), for all its
+/// blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ItemFacts {
+    pub(crate) assistant: bool,
+    pub(crate) streaming: bool,
+    pub(crate) subagent: bool,
+    pub(crate) author_chat_id: Option<String>,
+    pub(crate) blocks: Vec<Arc<Block>>,
+}
+
+impl ItemFacts {
+    /// Whether the facts no longer change, so they may be cached: the reply is finished
+    /// and its UI state names `chat_id`, the item's own chat, as the author.
+    pub(crate) fn settled(&self, chat_id: &str) -> bool {
+        !self.streaming && self.author_chat_id.as_deref() == Some(chat_id)
+    }
+
+    /// The block `block_id` with the item's flags, if the item has it.
+    pub(crate) fn block(&self, block_id: &str) -> Option<StoredBlock> {
+        let block = self.blocks.iter().find(|b| b.id == block_id)?;
+        Some(StoredBlock {
+            assistant: self.assistant,
+            streaming: self.streaming,
+            subagent: self.subagent,
+            author_chat_id: self.author_chat_id.clone(),
+            block: Arc::clone(block),
+        })
+    }
+}
+
+/// A chat row with the [`ChatInfo`] the host service asks for, built once.
+#[derive(Debug, Clone)]
+pub(crate) struct CachedChat {
+    pub(crate) row: ChatRow,
+    pub(crate) info: ChatInfo,
+}
+
+/// The store's caches, shared by every clone of the store.
+#[derive(Debug)]
+pub(crate) struct StoreCache {
+    /// Chats by id. Chats are never changed or removed once created; a row is small (ids,
+    /// a title of at most 200 characters, the owner and project), so only entries count.
+    pub(crate) chats: Bounded<Arc<CachedChat>>,
+    /// Finished items' facts by [`item_key`], weighed by their blocks' stored JSON.
+    pub(crate) items: Bounded<Arc<ItemFacts>>,
+    /// Granted access by [`item_key`], weighed by its stored JSON.
+    pub(crate) access: Bounded<Arc<Value>>,
+}
+
+impl Default for StoreCache {
+    fn default() -> Self {
+        StoreCache {
+            chats: Bounded::new(MAX_CACHED_CHATS, usize::MAX),
+            items: Bounded::new(MAX_CACHED_ITEMS, MAX_CACHED_ITEM_BYTES),
+            access: Bounded::new(MAX_CACHED_ACCESS, MAX_CACHED_ACCESS_BYTES),
+        }
+    }
+}
+
+/// The cache key of the item `item_id` of `chat_id`: both ids, the first after its length,
+/// so that no two pairs share a key whatever characters they hold.
+pub(crate) fn item_key(chat_id: &str, item_id: &str) -> String {
+    let mut key = String::with_capacity(chat_id.len() + item_id.len() + 6);
+    key.push_str(&chat_id.len().to_string());
+    key.push(':');
+    key.push_str(chat_id);
+    key.push_str(item_id);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_and_weight_are_bounded() {
+        let map: Bounded<u32> = Bounded::new(4, 100);
+        let ticket = map.ticket();
+        for i in 0..10 {
+            assert!(map.offer(ticket, format!("k{i}"), i, 1));
+            assert!(map.len() <= 4);
+        }
+        // The newest entries stay.
+        assert_eq!(map.get("k9"), Some(9));
+        assert_eq!(map.get("k0"), None);
+        // One entry heavier than half the room is never cached.
+        assert!(!map.offer(map.ticket(), "heavy".into(), 0, 51));
+        // Weight turns the halves over as entries do.
+        let map: Bounded<u32> = Bounded::new(1_000, 100);
+        for i in 0..10 {
+            assert!(map.offer(map.ticket(), format!("k{i}"), i, 30));
+        }
+        let maps = map.lock();
+        let weight: usize = maps
+            .young
+            .values()
+            .chain(maps.old.values())
+            .map(|e| e.1)
+            .sum();
+        assert!(weight <= 100, "{weight}");
+    }
+
+    #[test]
+    fn entries_in_use_are_kept() {
+        let map: Bounded<u32> = Bounded::new(4, usize::MAX);
+        let t = map.ticket();
+        assert!(map.offer(t, "hot".into(), 1, 1));
+        for i in 0..20 {
+            assert!(map.offer(t, format!("k{i}"), i, 1));
+            assert_eq!(map.get("hot"), Some(1), "round {i}");
+        }
+    }
+
+    #[test]
+    fn an_invalidation_refuses_older_offers() {
+        let map: Bounded<u32> = Bounded::new(8, usize::MAX);
+        let before = map.ticket();
+        assert!(map.offer(before, "a".into(), 1, 1));
+        // A write commits and drops "a" while a reader holds `before` and an old value.
+        map.invalidate("a");
+        assert_eq!(map.get("a"), None);
+        assert!(!map.offer(before, "a".into(), 1, 1));
+        assert_eq!(map.get("a"), None);
+        // A read that began after the write may fill.
+        assert!(map.offer(map.ticket(), "a".into(), 2, 1));
+        assert_eq!(map.get("a"), Some(2));
+    }
+
+    #[test]
+    fn the_store_caches_hold_their_limits() {
+        let cache = StoreCache::default();
+        let (chats, items, access) = (
+            cache.chats.ticket(),
+            cache.items.ticket(),
+            cache.access.ticket(),
+        );
+        let chat = Arc::new(CachedChat {
+            row: ChatRow {
+                chat: crate::store::Chat {
+                    id: "c".into(),
+                    title: String::new(),
+                    project: "web".into(),
+                    created_at: 0,
+                },
+                owner: "alice".into(),
+            },
+            info: ChatInfo::default(),
+        });
+        let facts = Arc::new(ItemFacts {
+            assistant: true,
+            streaming: false,
+            subagent: false,
+            author_chat_id: None,
+            blocks: Vec::new(),
+        });
+        for i in 0..MAX_CACHED_CHATS + 10 {
+            assert!(
+                cache
+                    .chats
+                    .offer(chats, format!("c{i}"), Arc::clone(&chat), 0)
+            );
+        }
+        assert!(cache.chats.len() <= MAX_CACHED_CHATS);
+        for i in 0..MAX_CACHED_ITEMS + 10 {
+            assert!(
+                cache
+                    .items
+                    .offer(items, format!("i{i}"), Arc::clone(&facts), 1)
+            );
+        }
+        assert!(cache.items.len() <= MAX_CACHED_ITEMS);
+        for i in 0..MAX_CACHED_ACCESS + 10 {
+            assert!(
+                cache
+                    .access
+                    .offer(access, format!("a{i}"), Arc::new(Value::Null), 1)
+            );
+        }
+        assert!(cache.access.len() <= MAX_CACHED_ACCESS);
+        // By bytes: heavy entries turn the halves over long before the entry limits.
+        let heavy = MAX_CACHED_ITEM_BYTES / 8;
+        for i in 0..64 {
+            assert!(
+                cache
+                    .items
+                    .offer(items, format!("h{i}"), Arc::clone(&facts), heavy)
+            );
+        }
+        assert!(cache.items.len() <= 8 + MAX_CACHED_ITEMS / 2);
+        assert!(
+            !cache
+                .items
+                .offer(items, "huge".into(), facts, MAX_CACHED_ITEM_BYTES / 2 + 1)
+        );
+        let heavy = MAX_CACHED_ACCESS_BYTES / 4;
+        for i in 0..16 {
+            assert!(
+                cache
+                    .access
+                    .offer(access, format!("g{i}"), Arc::new(Value::Null), heavy)
+            );
+        }
+        let maps = cache.access.lock();
+        let weight: usize = maps
+            .young
+            .values()
+            .chain(maps.old.values())
+            .map(|e| e.1)
+            .sum();
+        assert!(weight <= MAX_CACHED_ACCESS_BYTES, "{weight}");
+    }
+
+    #[test]
+    fn item_keys_never_collide() {
+        assert_ne!(item_key("ab", "c"), item_key("a", "bc"));
+        assert_ne!(item_key("1:a", "b"), item_key("1", ":ab"));
+    }
+}

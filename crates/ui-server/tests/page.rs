@@ -11,46 +11,6 @@ use serde_json::{Value as Json, json};
 use tower::ServiceExt;
 use ui_server::{AppState, ServerConfig, SourcesConfig, router};
 
-/// The 36 components, in catalog order (`catalog.md` §2.1).
-const COMPONENTS: [&str; 36] = [
-    "Summary",
-    "Callout",
-    "Tag",
-    "Progress",
-    "Steps",
-    "Step",
-    "Stats",
-    "Stat",
-    "EntityList",
-    "Entry",
-    "Table",
-    "Column",
-    "Chart",
-    "Tabs",
-    "Tab",
-    "Sections",
-    "Section",
-    "CodeBlock",
-    "Image",
-    "Sources",
-    "Source",
-    "File",
-    "Diff",
-    "Commit",
-    "Node",
-    "Checklist",
-    "Item",
-    "Switch",
-    "Slider",
-    "Segmented",
-    "Option",
-    "Button",
-    "Show",
-    "Each",
-    "Choices",
-    "Choice",
-];
-
 async fn app(tag: &str, demo: bool) -> (axum::Router, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("ui-server-page-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -130,7 +90,9 @@ async fn the_script_knows_every_component() {
     let (app, dir) = app("components", false).await;
     let (status, _, js) = get(&app, "/app.js").await;
     assert_eq!(status, StatusCode::OK);
-    for name in COMPONENTS {
+    let components = ui_core::catalog::components();
+    assert_eq!(components.len(), 36, "catalog.md §2.1 lists 36 components");
+    for name in components.iter().map(|c| c.name()) {
         let as_renderer = format!("  {name}(");
         assert!(
             js.contains(&as_renderer),

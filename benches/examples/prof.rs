@@ -8,12 +8,14 @@
 //! ```
 //!
 //! Workloads: `stats` (stats100, default limits), `table` (table1000, raised limits),
-//! `pwb` (proseWithBlock), `fences` (fences100k), `stream` (streaming, every 64-unit
-//! prefix); the second argument is the number of runs. Prints the mean time of one run.
+//! `pwb` (proseWithBlock), `fences` (fences100k), `eval` (evaluating the table1000 block,
+//! raised limits), `stream` (streaming, every 64-unit prefix); the second argument is the number of runs. Prints the mean time of one run.
 
 use std::hint::black_box;
 
-use benches::{Streaming, compile_body, compile_reply, input, options, raised_limits};
+use benches::{
+    Streaming, compile_body, compile_reply, evaluate, input, options, raised_limits,
+};
 use ui_core::UiLimits;
 
 fn main() {
@@ -39,6 +41,10 @@ fn main() {
         "fences" => {
             let text = input("fences100k.txt");
             (0..runs).for_each(|_| drop(black_box(compile_reply(&text, &default))));
+        }
+        "eval" => {
+            let block = compile_body(&input("table1000.txt"), &raised);
+            (0..runs).for_each(|_| drop(black_box(evaluate(&block, raised_limits()))));
         }
         "stream" => {
             let workload = Streaming::new(input("streaming.txt"));

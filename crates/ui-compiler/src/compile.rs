@@ -1,4 +1,7 @@
-//! Compiling one block (`language.md` §12): declarations, nodes, fallbacks.
+//! Compiling one block (`language.md` §12): declarations, nodes, fallbacks; and resuming
+//! the compile of a growing block from a [`Checkpoint`] of an earlier compile.
+
+use std::sync::Arc;
 
 use indexmap::IndexMap;
 use ui_core::catalog::{self, Component};
@@ -11,7 +14,9 @@ use ui_core::{
 use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate};
 use crate::fallback::node_fallback_with;
-use crate::syntax::{DiagSink, SynKind, Syntax, parse};
+use crate::syntax::{
+    Decl, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, Syntax, parse, parse_resumed,
+};
 
 /// What a host tells the compiler about its query sources: whether a source is registered
 /// and whether it accepts a block's evaluated arguments.
@@ -86,21 +91,189 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
             &system
         }
     };
+    let id = block_id.to_owned();
+    compile_block_with(source, id, options, options.is_final, clock, None, false).0
+}
+
+/// The steps, iterations and nodes a budget has used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Charges {
+    steps: u64,
+    iterations: u64,
+    nodes: u64,
+}
+
+impl Charges {
+    fn of(budget: &Budget<'_>) -> Self {
+        Charges {
+            steps: budget.steps(),
+            iterations: budget.iterations(),
+            nodes: budget.nodes(),
+        }
+    }
+
+    /// What was charged between `earlier` and `self`.
+    fn since(self, earlier: Charges) -> Charges {
+        Charges {
+            steps: self.steps - earlier.steps,
+            iterations: self.iterations - earlier.iterations,
+            nodes: self.nodes - earlier.nodes,
+        }
+    }
+}
+
+/// A stretch of compile work that a resumed compile replays instead of doing again: what
+/// it charged and every diagnostic it pushed (none was dropped by the cap). What it built is
+/// taken from the previous block.
+#[derive(Debug, Default)]
+struct Segment {
+    charges: Charges,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// A tag open at a checkpoint: how to restore its parse, the compile of its finished
+/// children, and, when it was still incomplete, the compile of the tag itself (§12.2 steps
+/// 1–4: everything before its children), with the values of its expressions that its
+/// fallback reads. The tag's own diagnostics carry its range, whose end moves with the
+/// source: they are replayed with the new end.
+#[derive(Debug)]
+struct OpenLevel {
+    tag: OpenTag,
+    children: Segment,
+    own: Option<(Segment, Record)>,
+}
+
+/// What a compile of a block leaves so that the next compile of a source extending it can
+/// skip the work both share (see [`compile_block_resuming`]).
+///
+/// It is taken at the parser's last [`Mark`](crate::syntax::Mark). The source up to and
+/// including that byte fixes the parse up to it: the declarations, the diagnostics, the
+/// charges, the tags open there and every finished node before it; `final` plays no part
+/// in it (it only matters at the end of the input). The compile of a finished node depends
+/// on nothing else but its effective parent and depth (fixed by the open tags), the defaults
+/// (compiled again from the same declarations), the block id (compared with the previous
+/// block's), the limits and `latest_attachment` (recorded here); not on `final` either. So
+/// the checkpoint of a preview also serves the compile of the fence once it closes, and the
+/// final call.
+#[derive(Debug)]
+pub(crate) struct Checkpoint {
+    limits: UiLimits,
+    reply_limits: ReplyLimits,
+    latest_attachment: Option<String>,
+    /// The mark's byte offset and budget counters.
+    at: usize,
+    parse: Charges,
+    /// The diagnostics the parser had kept before the mark.
+    parse_diagnostics: Vec<Diagnostic>,
+    /// The parsed declarations (all before the mark).
+    decls: Vec<Decl>,
+    /// How many top-level nodes lie before the mark, and their compile.
+    top: usize,
+    top_segment: Segment,
+    /// The tags open at the mark, outermost first. The outermost is top-level node `top`,
+    /// each next one the child after the finished children of the one before.
+    open: Vec<OpenLevel>,
+}
+
+impl Checkpoint {
+    /// Whether a compile of `source` under `block_id` and `options` may resume from this
+    /// checkpoint, taken by the compile of `previous_source` into the block `previous_id`.
+    fn applies(
+        &self,
+        source: &str,
+        previous_source: &str,
+        previous_id: &str,
+        block_id: &str,
+        options: &CompileOptions<'_>,
+    ) -> bool {
+        let at = self.at;
+        previous_id == block_id
+            && self.limits == options.limits
+            && self.reply_limits == options.reply_limits
+            && self.latest_attachment == options.latest_attachment
+            && at < source.len()
+            && at < previous_source.len()
+            && source.as_bytes()[..=at] == previous_source.as_bytes()[..=at]
+    }
+}
+
+/// An earlier compile of the same block: its source, its block, and the checkpoint it
+/// left.
+#[derive(Debug)]
+pub(crate) struct Previous<'p> {
+    pub(crate) source: &'p str,
+    /// The finished nodes before the checkpoint are reused: moved out when the block is not
+    /// shared (it then loses them), cloned otherwise.
+    pub(crate) block: &'p mut Arc<Block>,
+    pub(crate) checkpoint: Box<Checkpoint>,
+}
+
+/// [`compile_block`] with the block's finality and clock given apart from `options` (whose
+/// own are ignored), resuming from `previous` when its checkpoint applies, and returning,
+/// with `keep`, the checkpoint this compile leaves (none after a whole-block failure, or
+/// when its diagnostics reached the cap before the checkpoint).
+///
+/// The result equals `compile_block(source, &block_id, options)` exactly (with that
+/// finality and clock). A resumed compile restores the parse at the checkpoint (counters,
+/// diagnostics, open tags) and parses the rest, compiles the declarations again, and
+/// compiles the nodes in order as a fresh compile does, except that each run of finished
+/// nodes before the checkpoint (the earlier top-level nodes, the earlier children of each
+/// open tag) is taken from the previous block, its charges added as one lump and its
+/// diagnostics pushed again under the cap, at the point where a fresh compile would compile
+/// it; and likewise the compile of each open tag itself while it stays incomplete. Counters
+/// only grow and every check is `counter > limit`, so when a lump fits, no check inside it
+/// fails in a fresh compile either (depth checks do not read the counters and passed at the
+/// same depths); when it does not fit, the compile starts over from the beginning, which
+/// fails exactly where and how a fresh compile fails.
+pub(crate) fn compile_block_resuming(
+    source: &str,
+    block_id: String,
+    options: &CompileOptions<'_>,
+    is_final: bool,
+    clock: &dyn Clock,
+    previous: Option<Previous<'_>>,
+    keep: bool,
+) -> (Block, Option<Box<Checkpoint>>) {
+    compile_block_with(source, block_id, options, is_final, clock, previous, keep)
+}
+
+/// What [`compile_body`] did.
+enum Outcome {
+    /// The block is compiled; with the checkpoint it leaves, if any.
+    Done(Option<Box<Checkpoint>>),
+    /// Resuming is not possible after all; nothing of the block is valid.
+    Restart,
+}
+
+fn compile_block_with(
+    source: &str,
+    block_id: String,
+    options: &CompileOptions<'_>,
+    is_final: bool,
+    clock: &dyn Clock,
+    previous: Option<Previous<'_>>,
+    keep: bool,
+) -> (Block, Option<Box<Checkpoint>>) {
+    let previous = previous.filter(|p| {
+        let checkpoint = &p.checkpoint;
+        checkpoint.applies(source, p.source, &p.block.id, &block_id, options)
+    });
     let mut budget = Budget::new(options.limits, clock);
     let map = Utf16Map::new(source);
     let len16 = utf16_len(source) as u32;
     let sink = DiagSink {
-        block_id,
+        block_id: &block_id,
         map: &map,
         cap: options.limits.diagnostics() as usize,
     };
     let mut block = Block {
-        id: block_id.to_owned(),
+        // Set at the end: the sink holds the id meanwhile.
+        id: String::new(),
         catalog_version: CATALOG_VERSION,
         revision: None,
         start: 0,
         end: len16,
-        complete: options.is_final,
+        complete: is_final,
         defaults: Record::default(),
         queries: IndexMap::new(),
         nodes: Vec::new(),
@@ -108,62 +281,349 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
         fallback: String::new(),
     };
     let full_fallback = || truncate_utf16(source, options.limits.characters() as usize).to_owned();
-    let result = (|| -> Result<(), Failure> {
-        let syntax = parse(source, options.is_final, &sink, &mut budget)?;
-        let mut c = Compiler {
-            source,
-            syntax: &syntax,
-            options,
-            budget: &mut budget,
-            sink: &sink,
-            block: &mut block,
-            query_names: Vec::new(),
-        };
-        c.block.diagnostics = syntax.diagnostics.clone();
-        c.declarations(len16)?;
-        let mut nodes = Vec::with_capacity(syntax.top.len());
-        for &idx in &syntax.top {
-            nodes.push(c.node(idx, 0, None)?);
+    let mut checkpoint = None;
+    let body = compile_body(
+        source,
+        options,
+        &mut budget,
+        &sink,
+        &mut block,
+        previous,
+        keep,
+    );
+    match body {
+        Ok(Outcome::Done(left)) => checkpoint = left,
+        Ok(Outcome::Restart) => {
+            return compile_block_with(source, block_id, options, is_final, clock, None, keep);
         }
-        let mut text = String::new();
-        for n in &nodes {
-            text.push_str(&n.fallback);
+        Err(failure) => {
+            let failure =
+                if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess {
+                    failure
+                } else {
+                    // Anything else escaping the guards is an internal error (§12.3).
+                    Failure::new(Code::InvalidSyntax, failure.message)
+                };
+            block.defaults = Record::default();
+            block.queries = IndexMap::new();
+            block.nodes = Vec::new();
+            block.diagnostics = vec![
+                Diagnostic::new(failure, TextRange::new(0, len16))
+                    .with_bytes(TextRange::new(0, source.len() as u32)),
+            ];
+            block.fallback = full_fallback();
         }
-        c.block.fallback = trim_js(&text).to_owned();
-        c.block.nodes = nodes;
-        Ok(())
-    })();
-    if let Err(failure) = result {
-        let failure = if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess
-        {
-            failure
-        } else {
-            // Anything else escaping the guards is an internal error (§12.3).
-            Failure::new(Code::InvalidSyntax, failure.message)
-        };
-        block.defaults = Record::default();
-        block.queries = IndexMap::new();
-        block.nodes = Vec::new();
-        block.diagnostics = vec![
-            Diagnostic::new(failure, TextRange::new(0, len16))
-                .with_bytes(TextRange::new(0, source.len() as u32)),
-        ];
-        block.fallback = full_fallback();
     }
     if is_blank(&block.fallback) {
         block.fallback = full_fallback();
     }
-    block
+    block.id = block_id;
+    (block, checkpoint)
+}
+
+/// What a resumed compile takes from the block compiled at the checkpoint, for the top level
+/// and each tag open at the checkpoint.
+struct Taken {
+    /// The finished nodes before the checkpoint: the first `counts[0]` top-level nodes,
+    /// then the first `counts[1]` children of top-level node `counts[0]` (the outermost open
+    /// tag), and so on down the open tags.
+    finished: Vec<Vec<Node>>,
+    /// The open tags' nodes, outermost first, without their children.
+    open: Vec<Node>,
+}
+
+/// [`Taken`] from `block`: moved out when the block is not shared (which leaves it without
+/// nodes), cloned otherwise; `None` when the block lacks them.
+fn take_nodes(block: &mut Arc<Block>, counts: &[usize]) -> Option<Taken> {
+    let depth = counts.len() - 1;
+    let mut taken = Taken {
+        finished: Vec::with_capacity(depth + 1),
+        open: Vec::with_capacity(depth),
+    };
+    if let Some(block) = Arc::get_mut(block) {
+        let mut nodes = std::mem::take(&mut block.nodes);
+        for (level, &count) in counts.iter().enumerate() {
+            if level < depth {
+                nodes.truncate(count + 1);
+                let mut open = nodes.pop().filter(|_| nodes.len() == count)?;
+                let deeper = std::mem::take(&mut open.children);
+                taken.open.push(open);
+                taken.finished.push(std::mem::replace(&mut nodes, deeper));
+            } else {
+                (nodes.len() >= count).then_some(())?;
+                nodes.truncate(count);
+                taken.finished.push(std::mem::take(&mut nodes));
+            }
+        }
+    } else {
+        let mut nodes: &[Node] = &block.nodes;
+        for (level, &count) in counts.iter().enumerate() {
+            taken.finished.push(nodes.get(..count)?.to_vec());
+            if level < depth {
+                let open = nodes.get(count)?;
+                taken.open.push(without_children(open));
+                nodes = &open.children;
+            }
+        }
+    }
+    Some(taken)
+}
+
+/// A copy of `node` without its children.
+fn without_children(node: &Node) -> Node {
+    Node {
+        id: node.id.clone(),
+        kind: node.kind.clone(),
+        props: node.props.clone(),
+        expressions: node.expressions.clone(),
+        bindings: node.bindings.clone(),
+        children: Vec::new(),
+        complete: node.complete,
+        fallback: String::new(),
+        error: node.error,
+        start: node.start,
+        end: node.end,
+        bytes: node.bytes,
+    }
+}
+
+/// The counters and the number of diagnostics at some point of a compile.
+type Point = (Charges, usize);
+
+/// The segment between two points, if both were seen and no diagnostic of it was dropped
+/// by the cap.
+fn segment(
+    from: Option<Point>,
+    to: Option<Point>,
+    diagnostics: &[Diagnostic],
+    cap: usize,
+) -> Option<Segment> {
+    let ((from, start), (to, end)) = (from?, to?);
+    (end < cap).then(|| Segment {
+        charges: to.since(from),
+        diagnostics: diagnostics[start..end].to_vec(),
+    })
+}
+
+/// How the compile of a tag open at the parser's mark is being recorded for this compile's
+/// checkpoint: the points where the tag's compile starts (`entry`), where its children
+/// start (`from`) and where its children after the mark start (`to`); and, for an
+/// incomplete tag, the values of its expressions.
+#[derive(Debug, Default)]
+struct Recording {
+    entry: Option<Point>,
+    from: Option<Point>,
+    to: Option<Point>,
+    incomplete: bool,
+    evaluated: Option<Record>,
+}
+
+/// Steps of §12 after the initial block (whose `complete` is the compile's `final`): parse
+/// (or resume), declarations, nodes, fallback. `Err` is a whole-block failure.
+fn compile_body(
+    source: &str,
+    options: &CompileOptions<'_>,
+    budget: &mut Budget<'_>,
+    sink: &DiagSink<'_>,
+    block: &mut Block,
+    previous: Option<Previous<'_>>,
+    keep: bool,
+) -> Result<Outcome, Failure> {
+    let is_final = block.complete;
+    let (mut syntax, decls, resumed) = match previous {
+        None => {
+            let mut syntax = parse(source, is_final, sink, budget, keep)?;
+            let decls = std::mem::take(&mut syntax.decls);
+            (syntax, decls, None)
+        }
+        Some(p) => {
+            let c = *p.checkpoint;
+            let mut counts = Vec::with_capacity(c.open.len() + 1);
+            counts.push(c.top);
+            counts.extend(c.open.iter().map(|level| level.tag.children));
+            let mut tags = Vec::with_capacity(c.open.len());
+            let mut segments = Vec::with_capacity(c.open.len());
+            for level in c.open {
+                tags.push(level.tag);
+                segments.push((level.children, level.own));
+            }
+            let resume = Resume {
+                at: c.at,
+                steps: c.parse.steps,
+                iterations: c.parse.iterations,
+                nodes: c.parse.nodes,
+                diagnostics: c.parse_diagnostics,
+                open: tags,
+            };
+            let Some(syntax) = parse_resumed(source, is_final, sink, budget, resume, keep)? else {
+                return Ok(Outcome::Restart);
+            };
+            let Some(taken) = take_nodes(p.block, &counts) else {
+                return Ok(Outcome::Restart);
+            };
+            let mut finished = taken.finished.into_iter();
+            let top = finished.next().unwrap_or_default();
+            let restored = finished
+                .zip(taken.open)
+                .zip(segments)
+                .map(|((finished, node), (children, own))| {
+                    Some(Restored {
+                        node,
+                        own,
+                        finished,
+                        children,
+                    })
+                })
+                .collect();
+            (syntax, c.decls, Some((top, c.top_segment, restored)))
+        }
+    };
+    block.diagnostics = std::mem::take(&mut syntax.diagnostics);
+    let len16 = block.end;
+    let mark = syntax.mark.take().filter(|_| keep);
+    let mut c = Compiler {
+        source,
+        syntax: &syntax,
+        decls: &decls,
+        options,
+        budget,
+        sink,
+        block,
+        query_names: Vec::new(),
+        restored: Vec::new(),
+        restart: false,
+        mark: mark.as_ref().map_or(&[], |m| &m.open),
+        recording: Vec::new(),
+    };
+    c.recording.resize_with(
+        mark.as_ref().map_or(0, |m| m.open.len()),
+        Recording::default,
+    );
+    c.declarations(len16)?;
+    let top_from = Some(c.snapshot());
+    let mut top_to = None;
+    let mut nodes = Vec::new();
+    let mut reused_top = 0;
+    if let Some((reused, segment, restored)) = resumed {
+        c.restored = restored;
+        reused_top = reused.len();
+        if let Err(f) = c.replay(&segment, None) {
+            return if c.restart {
+                Ok(Outcome::Restart)
+            } else {
+                Err(f)
+            };
+        }
+        nodes = reused;
+    }
+    // Amortised: a resumed compile's vector is the previous one's, which grows a little at
+    // every compile.
+    nodes.reserve(syntax.top.len());
+    let top_mark = mark.as_ref().map(|m| m.top);
+    for (i, &idx) in syntax.top.iter().enumerate() {
+        if top_mark == Some(i) {
+            top_to = Some(c.snapshot());
+        }
+        match c.node(idx, 0, None) {
+            Ok(node) => nodes.push(node),
+            Err(_) if c.restart => return Ok(Outcome::Restart),
+            Err(f) => return Err(f),
+        }
+    }
+    if top_mark == Some(syntax.top.len()) {
+        top_to = Some(c.snapshot());
+    }
+    c.block.fallback = trim_js(&fallbacks(&nodes)).to_owned();
+    c.block.nodes = nodes;
+    let recording = std::mem::take(&mut c.recording);
+    let Some(mark) = mark else {
+        return Ok(Outcome::Done(None));
+    };
+    // Every segment must be whole.
+    let diagnostics = &block.diagnostics;
+    let cap = sink.cap;
+    let Some(top_segment) = segment(top_from, top_to, diagnostics, cap) else {
+        return Ok(Outcome::Done(None));
+    };
+    let mut open = Vec::with_capacity(mark.open.len());
+    for (&at, r) in mark.open.iter().zip(recording) {
+        let Some(children) = segment(r.from, r.to, diagnostics, cap) else {
+            return Ok(Outcome::Done(None));
+        };
+        let own = match (r.incomplete, r.evaluated) {
+            (true, Some(evaluated)) => match segment(r.entry, r.from, diagnostics, cap) {
+                Some(own) => Some((own, evaluated)),
+                None => return Ok(Outcome::Done(None)),
+            },
+            _ => None,
+        };
+        let Some(tag) = OpenTag::take(&mut syntax, source, at) else {
+            return Ok(Outcome::Done(None));
+        };
+        open.push(OpenLevel { tag, children, own });
+    }
+    Ok(Outcome::Done(Some(Box::new(Checkpoint {
+        limits: options.limits,
+        reply_limits: options.reply_limits,
+        latest_attachment: options.latest_attachment.clone(),
+        at: mark.at,
+        parse: Charges {
+            steps: mark.steps,
+            iterations: mark.iterations,
+            nodes: mark.nodes,
+        },
+        parse_diagnostics: diagnostics[..mark.diagnostics].to_vec(),
+        decls,
+        top: reused_top + mark.top,
+        top_segment,
+        open,
+    }))))
+}
+
+/// What a resumed compile takes over for a tag open at the checkpoint.
+struct Restored {
+    /// The tag's node in the previous block, without children.
+    node: Node,
+    /// The compile of the tag itself, if it was incomplete, and its expressions' values.
+    own: Option<(Segment, Record)>,
+    /// Its finished children and their compile.
+    finished: Vec<Node>,
+    children: Segment,
 }
 
 struct Compiler<'a, 'o, 'b, 'c> {
     source: &'a str,
     syntax: &'a Syntax<'a>,
+    decls: &'a [Decl],
     options: &'a CompileOptions<'o>,
     budget: &'b mut Budget<'c>,
     sink: &'a DiagSink<'a>,
     block: &'b mut Block,
     query_names: Vec<String>,
+    /// For each tag restored by a resumed parse (arena indices from 0): what the previous
+    /// compile left of it.
+    restored: Vec<Option<Restored>>,
+    /// Set when a replayed segment did not fit the limits: the compile must start over.
+    restart: bool,
+    /// The tags open at the parser's mark, and the recording of each one's finished
+    /// children for this compile's checkpoint.
+    mark: &'a [OpenAt],
+    recording: Vec<Recording>,
+}
+
+/// The concatenated fallbacks of `nodes`.
+fn fallbacks(nodes: &[Node]) -> String {
+    match nodes {
+        [] => String::new(),
+        [only] => only.fallback.clone(),
+        _ => {
+            let mut text = String::with_capacity(nodes.iter().map(|n| n.fallback.len()).sum());
+            for n in nodes {
+                text.push_str(&n.fallback);
+            }
+            text
+        }
+    }
 }
 
 fn failure(code: Code, message: impl Into<Box<str>>) -> Failure {
@@ -174,7 +634,40 @@ fn is_budget(f: &Failure) -> bool {
     f.code == Code::BudgetExceeded
 }
 
-impl Compiler<'_, '_, '_, '_> {
+impl<'a> Compiler<'a, '_, '_, '_> {
+    /// The counters and the number of diagnostics now.
+    fn snapshot(&self) -> (Charges, usize) {
+        (Charges::of(self.budget), self.block.diagnostics.len())
+    }
+
+    /// Replays a segment: charges it as one lump and pushes its diagnostics under the cap,
+    /// with the range of `node` when given (the diagnostics of an open tag's own compile).
+    /// When the lump does not fit, sets `restart` and fails.
+    fn replay(&mut self, segment: &Segment, node: Option<&Node>) -> Result<(), Failure> {
+        let Charges {
+            steps,
+            iterations,
+            nodes,
+        } = segment.charges;
+        if !self.budget.replay(steps, iterations, nodes)? {
+            self.restart = true;
+            return Err(failure(Code::BudgetExceeded, "The compile starts over."));
+        }
+        for d in &segment.diagnostics {
+            if self.block.diagnostics.len() >= self.sink.cap {
+                break;
+            }
+            let mut d = d.clone();
+            if let Some(node) = node {
+                debug_assert_eq!(d.range.start, node.start);
+                d.range = TextRange::new(node.start, node.end);
+                d.bytes = Some(node.bytes);
+            }
+            self.block.diagnostics.push(d);
+        }
+        Ok(())
+    }
+
     fn declaration_diag(&mut self, f: Failure, len16: u32) {
         if self.block.diagnostics.len() < self.sink.cap {
             self.block.diagnostics.push(
@@ -189,7 +682,7 @@ impl Compiler<'_, '_, '_, '_> {
     fn declarations(&mut self, len16: u32) -> Result<(), Failure> {
         let is_query = |e: &Expr| matches!(e, Expr::Call { name, .. } if name == "Query");
         let empty = Record::default();
-        for decl in self.syntax.decls.iter().filter(|d| !is_query(&d.expr)) {
+        for decl in self.decls.iter().filter(|d| !is_query(&d.expr)) {
             let result = if decl.expr.is_constant() {
                 evaluate(&decl.expr, &empty, self.budget)
             } else {
@@ -206,7 +699,7 @@ impl Compiler<'_, '_, '_, '_> {
                 Err(f) => self.declaration_diag(f, len16),
             }
         }
-        for decl in self.syntax.decls.iter().filter(|d| is_query(&d.expr)) {
+        for decl in self.decls.iter().filter(|d| is_query(&d.expr)) {
             match self.query(&decl.expr) {
                 Ok(q) => {
                     self.query_names.push(decl.name.clone());
@@ -282,9 +775,23 @@ impl Compiler<'_, '_, '_, '_> {
     // ---- §12.2 ----
 
     fn node(&mut self, idx: usize, depth: u64, parent: Option<&str>) -> Result<Node, Failure> {
-        self.budget.depth(depth)?;
+        // A tag open at the parser's mark: record its compile for this compile's checkpoint.
+        let level = self.mark.iter().position(|open| open.idx == idx);
+        if let Some(l) = level {
+            self.recording[l].entry = Some(self.snapshot());
+        }
         let syn = &self.syntax.nodes[idx];
         let map = self.sink.map;
+        // A tag restored from the previous compile's checkpoint (always empty in a fresh
+        // compile): while incomplete, its own compile is replayed.
+        let mut restored = match self.restored.get_mut(idx) {
+            Some(r) => r.take(),
+            None => None,
+        };
+        let replayed = !syn.complete && matches!(&restored, Some(r) if r.own.is_some());
+        if !replayed {
+            self.budget.depth(depth)?;
+        }
         let mut node = Node {
             id: self.sink.node_id(syn.start),
             kind: String::new(),
@@ -299,12 +806,96 @@ impl Compiler<'_, '_, '_, '_> {
             end: map.utf16(syn.end) as u32,
             bytes: TextRange::new(syn.start as u32, syn.end as u32),
         };
+        // The values of the node's expressions in the defaults; with `node.props`, what
+        // the fallback text reads.
+        let mut evaluated = Record::default();
+        let name = if replayed
+            && let (Some(r), SynKind::Tag { name, .. }) = (&mut restored, &syn.kind)
+            && let Some((segment, values)) = r.own.take()
+        {
+            let shell = &mut r.node;
+            node.kind = std::mem::take(&mut shell.kind);
+            node.props = std::mem::take(&mut shell.props);
+            node.expressions = std::mem::take(&mut shell.expressions);
+            node.bindings = std::mem::take(&mut shell.bindings);
+            node.error = shell.error;
+            self.replay(&segment, Some(&node))?;
+            evaluated = values;
+            *name
+        } else {
+            match self.own(&mut node, &mut evaluated, syn, parent)? {
+                Some(name) => name,
+                None => return Ok(node),
+            }
+        };
+        let child_parent = match catalog::lookup(name) {
+            Some(c) if c.is_pass_through() => parent,
+            _ => Some(name),
+        };
+        if let Some(l) = level {
+            self.recording[l].from = Some(self.snapshot());
+            self.recording[l].incomplete = !syn.complete;
+        }
+        if let Some(r) = restored {
+            self.replay(&r.children, None)?;
+            node.children = r.finished;
+        }
+        match node.children.is_empty() {
+            true => node.children.reserve_exact(syn.children.len()),
+            // Reused children: the previous vector, which grows a little at every compile.
+            false => node.children.reserve(syn.children.len()),
+        }
+        let stop = level.map(|l| (l, self.mark[l].children));
+        for (i, &child) in syn.children.iter().enumerate() {
+            if let Some((l, at)) = stop
+                && at == i
+            {
+                self.recording[l].to = Some(self.snapshot());
+            }
+            let compiled = self.node(child, depth + 1, child_parent)?;
+            node.children.push(compiled);
+        }
+        if let Some((l, at)) = stop
+            && at == syn.children.len()
+        {
+            self.recording[l].to = Some(self.snapshot());
+        }
+        let props = &node.props;
+        let mut fallback = node_fallback_with(
+            name,
+            |key| props.get(key).or_else(|| evaluated.get(key)),
+            &fallbacks(&node.children),
+        );
+        if is_blank(&fallback) {
+            let raw = &self.source[syn.start..syn.end];
+            let cap = self.options.reply_limits.node_source_fallback() as usize;
+            fallback = truncate_utf16(raw, cap).to_owned();
+        }
+        node.fallback = fallback;
+        if let Some(l) = level
+            && !syn.complete
+        {
+            self.recording[l].evaluated = Some(evaluated);
+        }
+        Ok(node)
+    }
+
+    /// §12.2 steps 2–4 for `syn` into `node` (whose depth is charged) and `evaluated`:
+    /// `None` for a text node, which is then finished; a tag's name.
+    #[inline]
+    fn own(
+        &mut self,
+        node: &mut Node,
+        evaluated: &mut Record,
+        syn: &'a SynNode<'a>,
+        parent: Option<&str>,
+    ) -> Result<Option<&'a str>, Failure> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
                 node.kind = TEXT_TYPE.to_owned();
                 node.props.insert("text".to_owned(), Value::from(*text));
                 node.fallback = (*text).to_owned();
-                return Ok(node);
+                return Ok(None);
             }
             SynKind::TextExpr(expr) => {
                 node.kind = TEXT_TYPE.to_owned();
@@ -321,47 +912,21 @@ impl Compiler<'_, '_, '_, '_> {
                         node.props.insert("text".to_owned(), Value::from(""));
                     }
                 }
-                return Ok(node);
+                return Ok(None);
             }
             SynKind::Tag { name, props } => (*name, props),
         };
         node.kind = name.to_owned();
-        // The values of the node's expressions in the defaults; with `node.props`, what
-        // the fallback text reads.
-        let mut evaluated = Record::default();
-        let guarded = self.component(&mut node, name, props, parent, &mut evaluated);
+        let guarded = self.component(node, name, props, parent, evaluated);
         match guarded {
             Ok(()) => {}
             Err(f) if is_budget(&f) => return Err(f),
             Err(f) => {
                 node.error = Some(f.code);
-                self.node_diag(&node, f);
+                self.node_diag(node, f);
             }
         }
-        let child_parent = match catalog::lookup(name) {
-            Some(c) if c.is_pass_through() => parent,
-            _ => Some(name),
-        };
-        let mut children_text = String::new();
-        node.children.reserve_exact(syn.children.len());
-        for &child in &syn.children {
-            let compiled = self.node(child, depth + 1, child_parent)?;
-            children_text.push_str(&compiled.fallback);
-            node.children.push(compiled);
-        }
-        let props = &node.props;
-        let mut fallback = node_fallback_with(
-            name,
-            |key| props.get(key).or_else(|| evaluated.get(key)),
-            &children_text,
-        );
-        if is_blank(&fallback) {
-            let raw = &self.source[syn.start..syn.end];
-            let cap = self.options.reply_limits.node_source_fallback() as usize;
-            fallback = truncate_utf16(raw, cap).to_owned();
-        }
-        node.fallback = fallback;
-        Ok(node)
+        Ok(Some(name))
     }
 
     fn node_diag(&mut self, node: &Node, f: Failure) {
@@ -374,7 +939,9 @@ impl Compiler<'_, '_, '_, '_> {
         }
     }
 
-    /// Steps 4a–4g of §12.2, inside the failure guard.
+    /// Steps 4a–4g of §12.2, inside the failure guard. (Out of line, as before `own` was
+    /// split from `node`: inlined, it loses the inlining of the map inserts inside it.)
+    #[inline(never)]
     fn component(
         &mut self,
         node: &mut Node,
@@ -529,5 +1096,212 @@ pub(crate) fn check_action_target(
             Code::RefusedBinding,
             "An action may only change a declared `$name`.",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ui_core::FrozenClock;
+
+    use super::*;
+
+    static CLOCK: FrozenClock = FrozenClock(0.0);
+
+    fn options(limits: UiLimits) -> CompileOptions<'static> {
+        CompileOptions {
+            limits,
+            clock: Some(&CLOCK),
+            ..CompileOptions::default()
+        }
+    }
+
+    /// Compiles `source` resuming from `previous` (a source, its block and checkpoint),
+    /// checks the result against a fresh compile, and returns it with its checkpoint.
+    fn resume(
+        source: &str,
+        options: &CompileOptions<'_>,
+        previous: Option<(&str, &mut Arc<Block>, Box<Checkpoint>)>,
+    ) -> (Block, Option<Box<Checkpoint>>) {
+        let previous = previous.map(|(source, block, checkpoint)| Previous {
+            source,
+            block,
+            checkpoint,
+        });
+        let id = "b".to_owned();
+        let (block, checkpoint) = compile_block_resuming(
+            source,
+            id,
+            options,
+            options.is_final,
+            &CLOCK,
+            previous,
+            true,
+        );
+        assert_eq!(block, compile_block(source, "b", options), "{source:?}");
+        (block, checkpoint)
+    }
+
+    #[test]
+    fn a_resumed_compile_reuses_the_finished_nodes_of_open_tags() {
+        let options = options(UiLimits::DEFAULT);
+        let first = "$n = 2\n<Stats><Stat label=\"a\" value={$n}/><Stat label=\"b\" val";
+        let (block, checkpoint) = resume(first, &options, None);
+        let checkpoint = checkpoint.expect("a checkpoint");
+        // The mark is the second `<Stat`, inside the open `<Stats>` with one finished child.
+        assert_eq!(checkpoint.top, 0);
+        assert_eq!(checkpoint.open.len(), 1);
+        assert_eq!(checkpoint.open[0].tag.children, 1);
+        assert!(checkpoint.open[0].own.is_some());
+        let second = "$n = 2\n<Stats><Stat label=\"a\" value={$n}/><Stat label=\"b\" value={3}/>";
+        // A shared previous block is cloned from and keeps its nodes.
+        let mut shared = Arc::new(block);
+        let keep = Arc::clone(&shared);
+        let (_, left) = resume(second, &options, Some((first, &mut shared, checkpoint)));
+        assert_eq!(keep.node_count(), 3);
+        // A block nobody else holds gives its nodes away.
+        drop(keep);
+        let (block, checkpoint) = resume(second, &options, None);
+        assert_eq!(
+            left.as_ref().map(|c| c.at),
+            checkpoint.as_ref().map(|c| c.at)
+        );
+        let mut unique = Arc::new(block);
+        let third = format!("{second}</Stats>\n<Summary>x</Summary>");
+        resume(
+            &third,
+            &options,
+            Some((second, &mut unique, checkpoint.unwrap())),
+        );
+        assert!(unique.nodes.is_empty());
+    }
+
+    #[test]
+    fn a_checkpoint_applies_only_to_the_same_prefix_and_options() {
+        let options = options(UiLimits::DEFAULT);
+        let first = "<Stats><Stat label=\"a\" value={1}/><Stat";
+        let (_, checkpoint) = resume(first, &options, None);
+        let checkpoint = checkpoint.unwrap();
+        assert!(checkpoint.applies(first, first, "b", "b", &options));
+        assert!(!checkpoint.applies(first, first, "b", "c", &options));
+        let changed = "<Stats><Stat label=\"A\" value={1}/><Stat";
+        assert!(!checkpoint.applies(changed, first, "b", "b", &options));
+        let mut other = options.clone();
+        other.latest_attachment = Some("x".to_owned());
+        assert!(!checkpoint.applies(first, first, "b", "b", &other));
+        other = options.clone();
+        other.limits = UiLimits::DEFAULT.with("steps", 19_999).unwrap();
+        assert!(!checkpoint.applies(first, first, "b", "b", &other));
+        // The source must go on past the mark.
+        assert!(!checkpoint.applies(&first[..checkpoint.at], first, "b", "b", &options));
+    }
+
+    /// The smallest `key` limit under which `source` compiles without a budget failure.
+    fn smallest_limit(source: &str, key: &str) -> u64 {
+        let fits = |n: u64| {
+            let limits = UiLimits::DEFAULT.with(key, n).unwrap();
+            let block = compile_block(source, "b", &options(limits));
+            !block
+                .diagnostics
+                .iter()
+                .any(|d| d.code == Code::BudgetExceeded)
+        };
+        let (mut lo, mut hi) = (1, 1 << 20);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if fits(mid) { hi = mid } else { lo = mid + 1 }
+        }
+        lo
+    }
+
+    #[test]
+    fn a_lump_that_does_not_fit_starts_the_compile_over() {
+        // The text expressions copy the defaults: their compile is the bulk of the work. The
+        // checks against fresh compiles are in `resume`.
+        let first = "$d = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n{$d}{$d}{$d}\nab";
+        let second = format!("{first}cdefghij");
+        for key in ["steps", "iterations"] {
+            let limit = smallest_limit(first, key);
+            let options = options(UiLimits::DEFAULT.with(key, limit).unwrap());
+            let (block, checkpoint) = resume(first, &options, None);
+            assert!(
+                block.diagnostics.is_empty(),
+                "{key}: {:?}",
+                block.diagnostics
+            );
+            let checkpoint = checkpoint.unwrap();
+            assert_eq!(checkpoint.top, 3);
+            let mut previous = Arc::new(block);
+            // The longer text costs more to parse, so the reused nodes no longer fit.
+            if key == "steps" {
+                let map = Utf16Map::new(&second);
+                let sink = DiagSink {
+                    block_id: "b",
+                    map: &map,
+                    cap: 20,
+                };
+                let mut budget = Budget::new(options.limits, &CLOCK);
+                let mut block = compile_block("", "b", &options);
+                let previous = Previous {
+                    source: first,
+                    block: &mut Arc::clone(&previous),
+                    checkpoint: resume(first, &options, None).1.unwrap(),
+                };
+                let outcome = compile_body(
+                    &second,
+                    &options,
+                    &mut budget,
+                    &sink,
+                    &mut block,
+                    Some(previous),
+                    true,
+                );
+                assert!(matches!(outcome, Ok(Outcome::Restart)));
+            }
+            let (block, _) = resume(&second, &options, Some((first, &mut previous, checkpoint)));
+            // Parsing charges no iterations: under that limit the longer text still fits.
+            let failed = block
+                .diagnostics
+                .iter()
+                .any(|d| d.code == Code::BudgetExceeded);
+            assert_eq!(failed, key == "steps");
+        }
+    }
+
+    #[test]
+    fn replayed_diagnostics_keep_the_cap() {
+        let options = options(UiLimits::DEFAULT.with("diagnostics", 3).unwrap());
+        let first = "<Foo/><Bar/>x";
+        let (block, checkpoint) = resume(first, &options, None);
+        assert_eq!(block.diagnostics.len(), 2);
+        let checkpoint = checkpoint.unwrap();
+        // Two parser diagnostics now come first: one of the replayed ones still fits.
+        let second = "<Foo/><Bar/>x< \n< \n";
+        let (block, left) = resume(
+            second,
+            &options,
+            Some((first, &mut Arc::new(block), checkpoint)),
+        );
+        let codes: Vec<Code> = block.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(
+            codes,
+            [Code::InvalidTag, Code::InvalidTag, Code::UnknownComponent]
+        );
+        // A diagnostic was dropped before the mark: no checkpoint.
+        assert!(left.is_none());
+    }
+
+    #[test]
+    fn an_open_tags_own_diagnostics_follow_its_end() {
+        let options = options(UiLimits::DEFAULT);
+        let first = "<Stats nope=\"1\"><Stat label=\"a\" value={1}/><Stat";
+        let (block, checkpoint) = resume(first, &options, None);
+        assert_eq!(block.diagnostics[0].code, Code::RefusedProp);
+        let second = "<Stats nope=\"1\"><Stat label=\"a\" value={1}/><Stat label=\"b\" value={2}/>";
+        let (block, _) = resume(
+            second,
+            &options,
+            Some((first, &mut Arc::new(block), checkpoint.unwrap())),
+        );
+        assert_eq!(block.diagnostics[0].range.end as usize, second.len());
     }
 }

@@ -1,16 +1,17 @@
 //! The reply compiler (`language.md` §17): every UI fence of a reply, the reply limits, and
-//! the cache that keeps unchanged fences between streaming previews.
+//! the cache that keeps unchanged fences between streaming previews and lets a growing
+//! fence resume from the checkpoint of its previous compile.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use ui_core::text::{truncate_utf16, utf16_len, utf16_len_of_utf8};
+use ui_core::text::{truncate_utf16, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
-use crate::compile::{CompileOptions, compile_block};
+use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_resuming};
 use crate::fence::{Fence, scan_fences_with};
+use crate::syntax::push_decimal;
 
 /// Converts byte offsets of the reply to UTF-16 offsets, moving forward only.
 struct Cursor<'t> {
@@ -33,20 +34,65 @@ impl Cursor<'_> {
     }
 }
 
+/// A UI fence of the reply with its offsets in UTF-16 units.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    fence: Fence,
+    /// Offset of the opening fence line.
+    start: u32,
+    /// Offset just past the closing fence line, or the reply's end.
+    end: u32,
+    /// Length of the block source.
+    units: u64,
+}
+
+/// What the fence scan of earlier calls settled, so that a call on a longer reply scans only
+/// what follows it.
+#[derive(Debug, Default)]
+struct Scanned {
+    /// The fence word of the scan.
+    language: String,
+    /// The reply up to just after the line feed that ends the last closing line of a UI
+    /// fence (empty when there is none; final calls do not extend it). The scan of any reply that starts with it finds the
+    /// same fences in it, and is at its end at a line start outside any fence: the fence
+    /// state machine (§3.3) decides each line from that line's bytes only.
+    text: String,
+    /// The UTF-16 length of `text`.
+    units: usize,
+    /// The UI fences in `text`, in order, all closed.
+    fences: Vec<Found>,
+}
+
 #[derive(Debug)]
 struct Cached {
+    /// The fence's offset in the reply: the cache key.
+    start: u32,
     source: String,
     end: u32,
     complete: bool,
     latest_attachment: Option<String>,
     block: Arc<Block>,
+    /// `block.node_count()`.
+    nodes: u64,
+    /// Where the next compile of this fence may resume.
+    checkpoint: Option<Box<Checkpoint>>,
 }
 
 /// Compiles whole replies, reusing blocks whose fence did not change since the previous
 /// (non-final) call (`UiCompiler`).
+///
+/// A fence that did change is compiled anew, but when its source extends the previous one
+/// (the open fence of a streaming reply, or the fence that just closed) the compile resumes
+/// from the checkpoint the previous compile left: the top-level nodes before it are reused
+/// instead of parsed and compiled again. Likewise the fence scan skips the part of the reply
+/// that earlier non-final calls settled. The results are the same as a fresh compile's. A
+/// final call (the last of a stream, or a one-shot compile) uses what earlier calls left but
+/// leaves nothing new: the copies it would take are not worth it.
 #[derive(Debug, Default)]
 pub struct UiCompiler {
-    cache: HashMap<u32, Cached>,
+    /// The blocks accepted by the previous call, in reply order.
+    cache: Vec<Cached>,
+    scanned: Scanned,
 }
 
 impl UiCompiler {
@@ -58,6 +104,7 @@ impl UiCompiler {
     /// Empties the cache.
     pub fn clear(&mut self) {
         self.cache.clear();
+        self.scanned = Scanned::default();
     }
 
     /// Compiles every UI fence of `text`. A block is reused (the same [`Arc`]) when the
@@ -72,103 +119,212 @@ impl UiCompiler {
                 &system
             }
         };
-        let started = clock.now_ms();
-        let reply = options.reply_limits;
-        let mut cursor = Cursor {
-            text: text.as_bytes(),
-            byte: 0,
-            unit: 0,
+        let fences = self.cache.len() + 1;
+        let mut run = Run {
+            text,
+            options,
+            clock,
+            started: clock.now_ms(),
+            previous: std::mem::take(&mut self.cache).into_iter().peekable(),
+            cache: Vec::with_capacity(fences),
+            blocks: Vec::with_capacity(fences),
+            characters: 0,
+            nodes: 0,
         };
-        let mut blocks: Vec<Arc<Block>> = Vec::new();
-        let mut cache = HashMap::new();
-        let mut characters: u64 = 0;
-        let mut nodes: u64 = 0;
-        let mut block_options = options.clone();
-        block_options.clock = Some(clock);
-        scan_fences_with(text, &options.fence_language, |fence: Fence| {
-            let start = cursor.utf16(fence.start) as u32;
-            let end = cursor.utf16(fence.end) as u32;
-            let complete = fence.closed || options.is_final;
-            let source = &text[fence.code_start..fence.code_end];
-            let id = format!("{}:ui:{start}", options.id);
-            if blocks.len() as u64 >= reply.blocks() {
-                if let Some(last) = blocks.pop() {
-                    let mut last = Block::clone(&last);
-                    let keep = (options.limits.diagnostics() as usize).saturating_sub(1);
-                    last.diagnostics.truncate(keep);
-                    last.diagnostics.push(reply_diagnostic(
-                        format!("A reply may hold at most {} blocks.", reply.blocks()),
-                        start,
-                        end,
-                    ));
-                    blocks.push(Arc::new(last));
-                }
-                return false;
-            }
-            characters += utf16_len(source) as u64;
-            let elapsed = clock.now_ms() - started;
-            if characters > reply.characters() || elapsed > reply.milliseconds() as f64 {
-                let why = if characters > reply.characters() {
-                    format!(
-                        "The reply's blocks are longer than {} characters.",
-                        reply.characters()
-                    )
-                } else {
-                    format!(
-                        "Compiling the reply took longer than {} ms.",
-                        reply.milliseconds()
-                    )
+        let scanned = &mut self.scanned;
+        if scanned.language != options.fence_language
+            || !text.as_bytes().starts_with(scanned.text.as_bytes())
+        {
+            *scanned = Scanned {
+                language: options.fence_language.clone(),
+                ..Scanned::default()
+            };
+        }
+        // The fences of the settled part of the reply, then a scan of the rest.
+        if scanned.fences.iter().all(|&found| run.visit(found, true)) {
+            let from = scanned.text.len();
+            let mut cursor = Cursor {
+                text: text.as_bytes(),
+                byte: from,
+                unit: scanned.units,
+            };
+            let mut settled = None;
+            scan_fences_with(&text[from..], &options.fence_language, |f: Fence| {
+                let fence = Fence {
+                    start: from + f.start,
+                    code_start: from + f.code_start,
+                    code_end: from + f.code_end,
+                    end: from + f.end,
+                    closed: f.closed,
                 };
-                blocks.push(Arc::new(refused_block(
-                    id, start, end, complete, source, why, options,
-                )));
-                return false;
-            }
-            block_options.is_final = complete;
-            let reused = (!options.is_final)
-                .then(|| self.cache.get(&start))
-                .flatten()
-                .filter(|c| {
-                    c.source == source
-                        && c.end == end
-                        && c.complete == complete
-                        && c.latest_attachment == options.latest_attachment
-                })
-                .map(|c| Arc::clone(&c.block));
-            let block = reused.unwrap_or_else(|| {
-                let mut block = compile_block(source, &id, &block_options);
-                block.start = start;
-                block.end = end;
-                Arc::new(block)
+                let start = cursor.utf16(fence.start);
+                let code_start = cursor.utf16(fence.code_start);
+                let code_end = cursor.utf16(fence.code_end);
+                let end = cursor.utf16(fence.end);
+                let found = Found {
+                    fence,
+                    start: start as u32,
+                    end: end as u32,
+                    units: (code_end - code_start) as u64,
+                };
+                if !options.is_final
+                    && fence.closed
+                    && text.as_bytes()[..fence.end].ends_with(b"\n")
+                {
+                    scanned.fences.push(found);
+                    settled = Some((fence.end, end));
+                }
+                run.visit(found, false)
             });
-            nodes += block.node_count() as u64;
-            if nodes > reply.nodes() {
-                blocks.push(Arc::new(refused_block(
-                    id,
+            if let Some((byte, unit)) = settled {
+                scanned.text.push_str(&text[from..byte]);
+                scanned.units = unit;
+            }
+        }
+        self.cache = run.cache;
+        run.blocks
+    }
+}
+
+/// One call of [`UiCompiler::compile`]: the reply limits' running totals and the blocks and
+/// cache it builds.
+struct Run<'t, 'o, 'c> {
+    text: &'t str,
+    options: &'t CompileOptions<'o>,
+    clock: &'c dyn Clock,
+    started: f64,
+    /// The previous call's cache, in reply order, consumed as the fences go by.
+    previous: std::iter::Peekable<std::vec::IntoIter<Cached>>,
+    cache: Vec<Cached>,
+    blocks: Vec<Arc<Block>>,
+    characters: u64,
+    nodes: u64,
+}
+
+impl Run<'_, '_, '_> {
+    /// Handles one UI fence (§17.2); `false` stops the scan. `settled` says that the fence
+    /// lies in the part of the reply the previous call settled, so its source is the one
+    /// the previous call compiled at the same offset.
+    fn visit(&mut self, found: Found, settled: bool) -> bool {
+        let Found {
+            fence, start, end, ..
+        } = found;
+        let options = self.options;
+        let reply = options.reply_limits;
+        let complete = fence.closed || options.is_final;
+        let source = &self.text[fence.code_start..fence.code_end];
+        // `<compile id>:ui:<fence start>`
+        let id = || {
+            let mut id = String::with_capacity(options.id.len() + 14);
+            id.push_str(&options.id);
+            id.push_str(":ui:");
+            push_decimal(&mut id, u64::from(start));
+            id
+        };
+        if self.blocks.len() as u64 >= reply.blocks() {
+            if let Some(last) = self.blocks.pop() {
+                let mut last = Block::clone(&last);
+                let keep = (options.limits.diagnostics() as usize).saturating_sub(1);
+                last.diagnostics.truncate(keep);
+                last.diagnostics.push(reply_diagnostic(
+                    format!("A reply may hold at most {} blocks.", reply.blocks()),
                     start,
                     end,
-                    complete,
-                    source,
-                    format!("The reply's blocks hold more than {} nodes.", reply.nodes()),
-                    options,
-                )));
-                return false;
+                ));
+                self.blocks.push(Arc::new(last));
             }
-            cache.insert(
+            return false;
+        }
+        self.characters += found.units;
+        let elapsed = self.clock.now_ms() - self.started;
+        if self.characters > reply.characters() || elapsed > reply.milliseconds() as f64 {
+            let why = if self.characters > reply.characters() {
+                format!(
+                    "The reply's blocks are longer than {} characters.",
+                    reply.characters()
+                )
+            } else {
+                format!(
+                    "Compiling the reply took longer than {} ms.",
+                    reply.milliseconds()
+                )
+            };
+            self.blocks.push(Arc::new(refused_block(
+                id(),
                 start,
+                end,
+                complete,
+                source,
+                why,
+                options,
+            )));
+            return false;
+        }
+        while self.previous.next_if(|c| c.start < start).is_some() {}
+        let mut previous = self.previous.next_if(|c| c.start == start);
+        let entry = match previous.take_if(|c| {
+            !options.is_final
+                && c.end == end
+                && c.complete == complete
+                && c.latest_attachment == options.latest_attachment
+                && (settled || c.source == source)
+        }) {
+            Some(same) => {
+                debug_assert_eq!(same.source, source);
+                same
+            }
+            None => {
+                let resume = previous.as_mut().and_then(|c| {
+                    Some(Previous {
+                        checkpoint: c.checkpoint.take()?,
+                        source: &c.source,
+                        block: &mut c.block,
+                    })
+                });
+                let keep = !options.is_final;
+                let (mut block, checkpoint) = compile_block_resuming(
+                    source,
+                    id(),
+                    options,
+                    complete,
+                    self.clock,
+                    resume,
+                    keep,
+                );
+                block.start = start;
+                block.end = end;
+                // The previous source's buffer, when there is one, has about the right size.
+                let mut kept = previous.map(|c| c.source).unwrap_or_default();
+                kept.clear();
+                kept.push_str(source);
                 Cached {
-                    source: source.to_owned(),
+                    start,
+                    source: kept,
                     end,
                     complete,
                     latest_attachment: options.latest_attachment.clone(),
-                    block: Arc::clone(&block),
-                },
-            );
-            blocks.push(block);
-            true
-        });
-        self.cache = cache;
-        blocks
+                    nodes: block.node_count() as u64,
+                    block: Arc::new(block),
+                    checkpoint,
+                }
+            }
+        };
+        self.nodes += entry.nodes;
+        if self.nodes > reply.nodes() {
+            self.blocks.push(Arc::new(refused_block(
+                id(),
+                start,
+                end,
+                complete,
+                source,
+                format!("The reply's blocks hold more than {} nodes.", reply.nodes()),
+                options,
+            )));
+            return false;
+        }
+        self.blocks.push(Arc::clone(&entry.block));
+        self.cache.push(entry);
+        true
     }
 }
 

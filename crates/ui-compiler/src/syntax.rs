@@ -41,15 +41,111 @@ pub(crate) struct SynNode<'s> {
     pub(crate) end: usize,
     pub(crate) complete: bool,
     pub(crate) children: Vec<usize>,
+    /// For a tag restored by a resumed parse ([`parse_resumed`]): how many children it had
+    /// before the resume point. They precede `children` and are not in this arena.
+    pub(crate) reused: usize,
 }
 
-/// The parse result: declarations, the node arena with its top-level list, diagnostics.
+/// The parse result: declarations, the node arena with its top-level list, diagnostics,
+/// and the last point where a later parse of a longer source may resume.
 #[derive(Debug, Default)]
 pub(crate) struct Syntax<'s> {
     pub(crate) decls: Vec<Decl>,
     pub(crate) nodes: Vec<SynNode<'s>>,
     pub(crate) top: Vec<usize>,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) mark: Option<Mark>,
+}
+
+/// A resumable point of a parse: the start of the last body-loop iteration (§5 step 3),
+/// before that iteration's charges, and the parser's state there.
+///
+/// Every iteration that sees the end of the input ends there, so an iteration that starts
+/// before the end was reached without looking at the length of the input or at any byte
+/// past `at`, nor at `final` (which only matters at the end). Any source that agrees with
+/// this one on `..=at` therefore parses to the very same state at `at`: the same
+/// declarations, diagnostics, budget counters and open tags, and the same nodes before
+/// `at`, of which all but the open tags are finished (nothing later changes them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// Byte offset of the iteration's start; always less than the source's length.
+    pub(crate) at: usize,
+    /// The budget's steps, iterations and nodes at `at`.
+    pub(crate) steps: u64,
+    pub(crate) iterations: u64,
+    pub(crate) nodes: u64,
+    /// How many diagnostics the parse had kept before `at`.
+    pub(crate) diagnostics: usize,
+    /// How many finished top-level nodes of [`Syntax::top`] lie before `at` (the
+    /// outermost open tag, if any, is the next one).
+    pub(crate) top: usize,
+    /// The tags open at `at`, outermost first: each one's index in [`Syntax::nodes`], how
+    /// many finished `children` it had before `at` (the next open tag, if any, is the next
+    /// one), and its `end` then (just after its `>`).
+    pub(crate) open: Vec<OpenAt>,
+}
+
+/// A tag open at a [`Mark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpenAt {
+    pub(crate) idx: usize,
+    pub(crate) children: usize,
+    pub(crate) end: usize,
+}
+
+/// A tag open at a [`Mark`], detached from its source so that a later parse can restore
+/// it: offsets instead of borrowed names.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenTag {
+    /// The `<` of the tag.
+    pub(crate) start: usize,
+    /// Just after its `>`.
+    pub(crate) end: usize,
+    /// The length of the tag name, which follows the `<`.
+    pub(crate) name_len: usize,
+    /// Each prop's name (offset and length) and value, in written order.
+    pub(crate) props: Vec<(usize, usize, Expr)>,
+    /// How many children the tag had before the mark.
+    pub(crate) children: usize,
+}
+
+impl OpenTag {
+    /// Detaches the open tag `open` of a parse of `src`, taking its props out of `syntax`.
+    pub(crate) fn take(syntax: &mut Syntax<'_>, src: &str, open: OpenAt) -> Option<OpenTag> {
+        let node = &mut syntax.nodes[open.idx];
+        let SynKind::Tag { name, props } = &mut node.kind else {
+            return None;
+        };
+        let offset = |s: &str| s.as_ptr() as usize - src.as_ptr() as usize;
+        Some(OpenTag {
+            start: node.start,
+            end: open.end,
+            name_len: name.len(),
+            props: std::mem::take(props)
+                .into_iter()
+                .map(|(prop, expr)| (offset(prop), prop.len(), expr))
+                .collect(),
+            children: node.reused + open.children,
+        })
+    }
+
+    /// The tag as a syntax node of `src` (which agrees on the tag's bytes with the source it
+    /// was taken from), with its earlier children counted in `reused`.
+    fn restore(self, src: &str) -> Option<SynNode<'_>> {
+        let name = src.get(self.start + 1..self.start + 1 + self.name_len)?;
+        let mut props = Vec::with_capacity(self.props.len());
+        for (at, len, expr) in self.props {
+            props.push((src.get(at..at + len)?, expr));
+        }
+        Some(SynNode {
+            kind: SynKind::Tag { name, props },
+            start: self.start,
+            end: self.end,
+            complete: false,
+            children: Vec::new(),
+            reused: self.children,
+        })
+    }
 }
 
 /// Shared state for building diagnostics of one block: ids, offsets and the cap.
@@ -130,41 +226,130 @@ struct Parser<'s, 'd, 'b, 'c> {
     sink: &'d DiagSink<'d>,
     out: Syntax<'s>,
     stack: Vec<usize>,
+    /// Whether to keep the last [`Mark`].
+    marking: bool,
 }
 
-/// Parses one block source. `Err` is a whole-block failure.
+/// Where a parse resumes: the state of an earlier parse at its [`Mark`], of a source that
+/// agrees with this one on `..=at`.
+pub(crate) struct Resume {
+    pub(crate) at: usize,
+    pub(crate) steps: u64,
+    pub(crate) iterations: u64,
+    pub(crate) nodes: u64,
+    /// The diagnostics the parse had kept before `at`.
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    /// The tags open at `at`, outermost first.
+    pub(crate) open: Vec<OpenTag>,
+}
+
+/// Parses one block source; with `marking`, keeps its last [`Mark`]. `Err` is a
+/// whole-block failure.
 pub(crate) fn parse<'s>(
     src: &'s str,
     fin: bool,
     sink: &DiagSink<'_>,
     budget: &mut Budget<'_>,
+    marking: bool,
 ) -> Result<Syntax<'s>, Failure> {
-    let limit = budget.limits().characters();
-    if utf16_len(src) as u64 > limit {
-        return Err(fail(
-            Code::BudgetExceeded,
-            format!("The block is longer than {limit} characters."),
-        ));
-    }
-    let capacity = node_capacity(src.as_bytes(), budget.limits().nodes());
-    let mut p = Parser {
-        src,
-        b: src.as_bytes(),
-        pos: 0,
-        fin,
-        budget,
-        sink,
-        out: Syntax {
-            // Every node but text starts at `<` or `{`, and text lies between them: a
-            // bound that spares the arena its regrowth.
-            nodes: Vec::with_capacity(capacity),
-            ..Syntax::default()
-        },
-        stack: Vec::new(),
-    };
+    let mut p = Parser::new(src, fin, sink, budget, 0)?;
+    p.marking = marking;
     p.declarations()?;
     p.body()?;
     Ok(p.out)
+}
+
+/// Parses one block source from the [`Mark`] of an earlier parse of a source that agrees
+/// with this one on `..=resume.at`; `budget` must be fresh. The counters, diagnostics and
+/// open tags of the mark are restored and the parse continues there, so everything that
+/// follows — diagnostics, counters, failures, the open tags' fates — is what parsing the
+/// whole source would give. Only what the mark does not cover is returned: no declarations
+/// (they precede every mark; the caller keeps the earlier ones), no finished node before
+/// the mark; the open tags are the first nodes of the arena, outermost first, the outermost
+/// the first of [`Syntax::top`], each one the first child of the one before, with its earlier
+/// children counted in [`SynNode::reused`]. With `marking`, keeps its last [`Mark`], which
+/// counts only the nodes this parse returns.
+///
+/// `Ok(None)` when the parse cannot resume (the mark lies outside `src`, or its counters do
+/// not fit the budget's limits); nothing was charged and the caller parses afresh. `Err` is
+/// a whole-block failure.
+pub(crate) fn parse_resumed<'s>(
+    src: &'s str,
+    fin: bool,
+    sink: &DiagSink<'_>,
+    budget: &mut Budget<'_>,
+    resume: Resume,
+    marking: bool,
+) -> Result<Option<Syntax<'s>>, Failure> {
+    if resume.at >= src.len() || !src.is_char_boundary(resume.at) {
+        return Ok(None);
+    }
+    let mut p = Parser::new(src, fin, sink, budget, resume.at)?;
+    p.marking = marking;
+    for tag in resume.open {
+        let Some(node) = tag.restore(src) else {
+            return Ok(None);
+        };
+        let idx = p.out.nodes.len();
+        p.out.nodes.push(node);
+        match p.stack.last() {
+            Some(&parent) => p.out.nodes[parent].children.push(idx),
+            None => p.out.top.push(idx),
+        }
+        p.stack.push(idx);
+    }
+    if !p
+        .budget
+        .replay(resume.steps, resume.iterations, resume.nodes)?
+    {
+        return Ok(None);
+    }
+    p.pos = resume.at;
+    p.out.diagnostics = resume.diagnostics;
+    p.body()?;
+    Ok(Some(p.out))
+}
+
+impl<'s, 'd, 'b, 'c> Parser<'s, 'd, 'b, 'c> {
+    /// A parser at the start of `src`, after the length check of §5 step 1; the arena is
+    /// sized for the nodes of the whole source, or for a few for a parse that resumes at
+    /// byte `from` (the nodes after a resume point are few, and a large allocation costs
+    /// more than a little regrowth).
+    fn new(
+        src: &'s str,
+        fin: bool,
+        sink: &'d DiagSink<'d>,
+        budget: &'b mut Budget<'c>,
+        from: usize,
+    ) -> Result<Self, Failure> {
+        let limit = budget.limits().characters();
+        if utf16_len(src) as u64 > limit {
+            return Err(fail(
+                Code::BudgetExceeded,
+                format!("The block is longer than {limit} characters."),
+            ));
+        }
+        let capacity = match from {
+            0 => node_capacity(src.as_bytes(), budget.limits().nodes()),
+            _ => 8,
+        };
+        Ok(Parser {
+            src,
+            b: src.as_bytes(),
+            pos: 0,
+            fin,
+            budget,
+            sink,
+            out: Syntax {
+                // Every node but text starts at `<` or `{`, and text lies between them: a
+                // bound that spares the arena its regrowth.
+                nodes: Vec::with_capacity(capacity),
+                ..Syntax::default()
+            },
+            stack: Vec::new(),
+            marking: true,
+        })
+    }
 }
 
 impl<'s> Parser<'s, '_, '_, '_> {
@@ -368,6 +553,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
 
     fn body(&mut self) -> Result<(), Failure> {
         while !self.at_end() {
+            if self.marking {
+                self.mark();
+            }
             self.budget.step(1)?;
             self.budget.depth(self.stack.len() as u64)?;
             let start = self.pos;
@@ -408,6 +596,34 @@ impl<'s> Parser<'s, '_, '_, '_> {
         Ok(())
     }
 
+    /// Records the state at the start of an iteration as the parse's [`Mark`].
+    fn mark(&mut self) {
+        let Syntax {
+            nodes,
+            top,
+            diagnostics,
+            mark,
+            ..
+        } = &mut self.out;
+        let mark = mark.get_or_insert_with(Mark::default);
+        mark.at = self.pos;
+        mark.steps = self.budget.steps();
+        mark.iterations = self.budget.iterations();
+        mark.nodes = self.budget.nodes();
+        mark.diagnostics = diagnostics.len();
+        // An open tag is the last node of its parent's list (or of the top level): only
+        // the nodes before it are finished.
+        let depth = self.stack.len();
+        mark.top = top.len() - usize::from(depth > 0);
+        mark.open.clear();
+        mark.open
+            .extend(self.stack.iter().enumerate().map(|(level, &idx)| OpenAt {
+                idx,
+                children: nodes[idx].children.len() - usize::from(level + 1 < depth),
+                end: nodes[idx].end,
+            }));
+    }
+
     fn tag_name(&self, idx: usize) -> &'s str {
         match &self.out.nodes[idx].kind {
             SynKind::Tag { name, .. } => name,
@@ -423,6 +639,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             end,
             complete,
             children: Vec::new(),
+            reused: 0,
         });
         match self.stack.last() {
             Some(&parent) => self.out.nodes[parent].children.push(idx),
@@ -714,6 +931,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             end: content_end,
             complete: true,
             children: Vec::new(),
+            reused: 0,
         });
         self.out.nodes[idx].children.push(child);
         if closed {

@@ -607,6 +607,157 @@ fn incremental_compiles_equal_fresh_compiles() {
     assert!(reused > 100, "closed fences should be reused ({reused})");
 }
 
+/// Limits tight enough that budget failures (steps, nodes, iterations, depth, characters)
+/// and the diagnostic cap happen in the middle of a stream.
+fn tight_limits() -> impl Strategy<Value = UiLimits> {
+    (
+        20u64..2_500,
+        2u64..80,
+        2u64..200,
+        1u64..6,
+        1u64..8,
+        40u64..1_500,
+    )
+        .prop_map(
+            |(steps, nodes, iterations, diagnostics, depth, characters)| {
+                [
+                    ("steps", steps),
+                    ("nodes", nodes),
+                    ("iterations", iterations),
+                    ("diagnostics", diagnostics),
+                    ("depth", depth),
+                    ("characters", characters),
+                ]
+                .into_iter()
+                .try_fold(UiLimits::DEFAULT, |l, (k, v)| l.with(k, v))
+                .unwrap()
+            },
+        )
+}
+
+/// A reply streamed in chunks: one fence (closed or not, prose after it) or several.
+fn streamed_reply() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (
+            block_source(),
+            select(vec!["", "\n```\n", "\n```\nAfter.", "\n``"])
+        )
+            .prop_map(|(body, close)| format!("Before.\n```ui\n{body}{close}")),
+        reply(),
+    ]
+}
+
+/// Byte cuts of `text` after chunks of the given sizes (in chars, repeated until the end).
+fn chunk_cuts(text: &str, chunks: &[usize]) -> Vec<usize> {
+    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    for size in chunks.iter().cycle() {
+        at += size;
+        if at >= bounds.len() {
+            break;
+        }
+        out.push(bounds[at]);
+    }
+    out.push(text.len());
+    out
+}
+
+fn assert_same_blocks(
+    incremental: &[Arc<Block>],
+    fresh: &[Block],
+    what: &str,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(incremental.len(), fresh.len(), "{}", what);
+    for (a, b) in incremental.iter().zip(fresh) {
+        prop_assert_eq!(
+            serde_json::to_value(&**a).unwrap(),
+            serde_json::to_value(b).unwrap(),
+            "{}",
+            what
+        );
+        prop_assert_eq!(&**a, b, "{}", what);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// §17.1 with the resumed compile of a growing fence: a reply streamed in random
+    /// chunks through one `UiCompiler`, under default or tight random limits (so that
+    /// budget failures and the diagnostic cap happen mid-stream), gives at every preview
+    /// and at the final call exactly the blocks of a fresh compile (wire JSON and byte
+    /// ranges). Previous previews are kept alive or dropped, so reused nodes are cloned
+    /// or moved; once the reply goes back to an earlier prefix.
+    #[test]
+    fn streamed_chunks_compile_like_fresh_compiles(
+        text in streamed_reply(),
+        chunks in prop::collection::vec(1usize..24, 1..16),
+        limits in prop_oneof![1 => Just(UiLimits::DEFAULT), 3 => tight_limits()],
+        keep_previews in any::<bool>(),
+        latest in prop::collection::vec(any::<bool>(), 1..4),
+        rewind in any::<prop::sample::Index>(),
+    ) {
+        let mut options = default_options(false);
+        options.limits = limits;
+        let mut compiler = UiCompiler::new();
+        let mut kept = Vec::new();
+        // Once, the reply goes back to an earlier prefix (a different reply for the cache).
+        let mut cuts = chunk_cuts(&text, &chunks);
+        let back = rewind.index(cuts.len());
+        cuts.insert(back, cuts[back / 2]);
+        for (n, cut) in cuts.into_iter().enumerate() {
+            let prefix = &text[..cut];
+            // `latest_attachment` changes now and then (it is part of what a resume needs).
+            options.latest_attachment = latest[n % latest.len()].then(|| "att-1".to_owned());
+            let incremental = compiler.compile(prefix, &options);
+            let fresh = compile_reply(prefix, &options);
+            assert_same_blocks(&incremental, &fresh, &format!("preview at {cut}"))?;
+            if keep_previews {
+                kept.push(incremental);
+            }
+        }
+        options.is_final = true;
+        let last = compiler.compile(&text, &options);
+        assert_same_blocks(&last, &compile_reply(&text, &options), "final")?;
+        // A second final call (nothing changed) recompiles and still agrees.
+        drop(last);
+        let again = compiler.compile(&text, &options);
+        assert_same_blocks(&again, &compile_reply(&text, &options), "final again")?;
+    }
+
+    /// The same with the replies of the conformance corpus (real blocks, deep nesting).
+    #[test]
+    fn streamed_corpus_replies_compile_like_fresh_compiles(
+        case in any::<prop::sample::Index>(),
+        chunks in prop::collection::vec(1usize..48, 1..16),
+        limits in prop_oneof![1 => Just(UiLimits::DEFAULT), 3 => tight_limits()],
+        keep_previews in any::<bool>(),
+    ) {
+        static CORPUS: std::sync::LazyLock<(Vec<Case>, HostSources)> =
+            std::sync::LazyLock::new(|| (corpus(), host_sources()));
+        let (cases, hosts) = &*CORPUS;
+        let case = &cases[case.index(cases.len())];
+        let mut options = options(case, hosts, false);
+        options.limits = limits;
+        let mut compiler = UiCompiler::new();
+        let mut kept = Vec::new();
+        for cut in chunk_cuts(&case.text, &chunks) {
+            let prefix = &case.text[..cut];
+            let incremental = compiler.compile(prefix, &options);
+            let fresh = compile_reply(prefix, &options);
+            assert_same_blocks(&incremental, &fresh, &format!("{} at {cut}", case.name))?;
+            if keep_previews {
+                kept.push(incremental);
+            }
+        }
+        options.is_final = true;
+        let last = compiler.compile(&case.text, &options);
+        assert_same_blocks(&last, &compile_reply(&case.text, &options), "final")?;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // adversarial inputs and limits
 // ---------------------------------------------------------------------------------------

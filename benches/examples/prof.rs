@@ -13,9 +13,7 @@
 
 use std::hint::black_box;
 
-use benches::{
-    Streaming, compile_body, compile_reply, evaluate, input, options, raised_limits,
-};
+use benches::{Streaming, compile_body, compile_reply, evaluate, input, options, raised_limits};
 use ui_core::UiLimits;
 
 fn main() {

@@ -30,6 +30,14 @@
 //! reference generator exactly. [`input`] inflates one at bench setup with `flate2`
 //! (pure-Rust `miniz_oxide` backend). `flate2` is a dependency of this unpublished crate
 //! only; no library crate of the workspace sees it.
+//!
+//! ## The allocator
+//!
+//! With the default feature `mimalloc`, this crate sets mimalloc as the global allocator of
+//! every bench, example and test linking it: the same allocator the `uiblocks` binary ships
+//! with (see ui-cli), so the figures are those of what it runs. The libraries themselves
+//! never choose an allocator. `cargo bench -p benches --no-default-features` times the
+//! system allocator instead, which is what an embedder that keeps glibc's malloc gets.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -39,6 +47,11 @@ use ui_compiler::{
     Block, CompileOptions, UiCompiler, UiState, View, ViewNode, compile_block, evaluate_block,
 };
 use ui_core::{Code, FrozenClock, UiLimits};
+
+/// mimalloc as the global allocator of everything linking this crate (feature `mimalloc`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The clock of every workload: always reads 0, so no budget ever reads the wall clock.
 pub static CLOCK: FrozenClock = FrozenClock(0.0);

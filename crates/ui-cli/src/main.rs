@@ -5,6 +5,13 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
+/// The binary allocates with mimalloc rather than the system allocator: compiling a block
+/// builds many small strings, maps and vectors, and glibc's malloc and free took about a
+/// third of the compiler's instructions in profiles (`benches/examples/prof.rs`). The
+/// libraries leave the allocator to whoever links them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = ui_cli::cli::Cli::parse();
     ui_cli::commands::run(cli.command)

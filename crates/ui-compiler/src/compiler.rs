@@ -109,7 +109,8 @@ impl UiCompiler {
 
     /// Compiles every UI fence of `text`. A block is reused (the same [`Arc`]) when the
     /// call is not final and its source, end, completeness and `latest_attachment` are
-    /// unchanged. After the call the cache holds exactly the blocks accepted by it.
+    /// unchanged. After a non-final call the cache holds exactly the blocks accepted by it;
+    /// after a final call it is empty, since a final block is never reused.
     pub fn compile(&mut self, text: &str, options: &CompileOptions<'_>) -> Vec<Arc<Block>> {
         let system;
         let clock: &dyn Clock = match options.clock {
@@ -294,9 +295,13 @@ impl Run<'_, '_, '_> {
                 block.start = start;
                 block.end = end;
                 // The previous source's buffer, when there is one, has about the right size.
+                // A final call caches nothing (no later call reuses a final block), so it
+                // keeps no copy.
                 let mut kept = previous.map(|c| c.source).unwrap_or_default();
                 kept.clear();
-                kept.push_str(source);
+                if !options.is_final {
+                    kept.push_str(source);
+                }
                 Cached {
                     start,
                     source: kept,
@@ -322,8 +327,12 @@ impl Run<'_, '_, '_> {
             )));
             return false;
         }
-        self.blocks.push(Arc::clone(&entry.block));
-        self.cache.push(entry);
+        if options.is_final {
+            self.blocks.push(entry.block);
+        } else {
+            self.blocks.push(Arc::clone(&entry.block));
+            self.cache.push(entry);
+        }
         true
     }
 }

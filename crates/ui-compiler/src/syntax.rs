@@ -388,8 +388,14 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 _ => break,
             }
         }
-        if self.pos == from && self.b.get(self.pos).is_some_and(u8::is_ascii) {
-            return Ok(());
+        match self.b.get(self.pos) {
+            // Nothing skipped and no W next: no charge.
+            Some(b) if self.pos == from && b.is_ascii() => return Ok(()),
+            // An ASCII byte (not W) or the end next: W ended, and all of it was ASCII.
+            Some(b) if b.is_ascii() => return self.budget.step((self.pos - from) as u64),
+            None => return self.budget.step((self.pos - from) as u64),
+            // Maybe W outside ASCII.
+            Some(_) => {}
         }
         while let Some(c) = self.char_at(self.pos) {
             if !is_js_whitespace(c) {

@@ -7,7 +7,8 @@
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>
 //! ```
 //!
-//! Workloads: `stats` (stats100, default limits), `table` (table1000, raised limits),
+//! Workloads: `stats` (stats100, default limits), `tabled` (table1000, default limits),
+//! `table` (table1000, raised limits),
 //! `pwb` (proseWithBlock), `fences` (fences100k), `eval` (evaluating the table1000 block,
 //! raised limits), `stream` (streaming, every 64-unit prefix); the second argument is the number of runs. Prints the mean time of one run.
 
@@ -26,6 +27,10 @@ fn main() {
     match workload.as_str() {
         "stats" => {
             let text = input("stats100.txt");
+            (0..runs).for_each(|_| drop(black_box(compile_body(&text, &default))));
+        }
+        "tabled" => {
+            let text = input("table1000.txt");
             (0..runs).for_each(|_| drop(black_box(compile_body(&text, &default))));
         }
         "table" => {
@@ -48,7 +53,9 @@ fn main() {
             let workload = Streaming::new(input("streaming.txt"));
             (0..runs).for_each(|_| drop(black_box(workload.run())));
         }
-        other => panic!("unknown workload {other}: stats, table, pwb, fences or stream"),
+        other => {
+            panic!("unknown workload {other}: stats, tabled, table, pwb, fences, eval or stream")
+        }
     }
     eprintln!("{:?} per run", started.elapsed() / runs.max(1));
 }

@@ -255,6 +255,11 @@ pub(crate) fn parse<'s>(
     let mut p = Parser::new(src, fin, sink, budget, 0)?;
     p.marking = marking;
     p.declarations()?;
+    // Every node but text starts at `<` or `{` of the body, and text lies between them: a
+    // bound that spares the arena its regrowth (the declarations, which may be a large
+    // literal, hold no node).
+    let capacity = node_capacity(&p.b[p.pos..], p.budget.limits().nodes());
+    p.out.nodes.reserve_exact(capacity);
     p.body()?;
     Ok(p.out)
 }
@@ -311,10 +316,10 @@ pub(crate) fn parse_resumed<'s>(
 }
 
 impl<'s, 'd, 'b, 'c> Parser<'s, 'd, 'b, 'c> {
-    /// A parser at the start of `src`, after the length check of §5 step 1; the arena is
-    /// sized for the nodes of the whole source, or for a few for a parse that resumes at
-    /// byte `from` (the nodes after a resume point are few, and a large allocation costs
-    /// more than a little regrowth).
+    /// A parser at the start of `src`, after the length check of §5 step 1. The arena is
+    /// empty for a parse from the start (sized once the declarations are read), and holds a
+    /// few nodes for a parse that resumes at byte `from` (the nodes after a resume point are
+    /// few, and a large allocation costs more than a little regrowth).
     fn new(
         src: &'s str,
         fin: bool,
@@ -330,7 +335,7 @@ impl<'s, 'd, 'b, 'c> Parser<'s, 'd, 'b, 'c> {
             ));
         }
         let capacity = match from {
-            0 => node_capacity(src.as_bytes(), budget.limits().nodes()),
+            0 => 0,
             _ => 8,
         };
         Ok(Parser {
@@ -341,8 +346,6 @@ impl<'s, 'd, 'b, 'c> Parser<'s, 'd, 'b, 'c> {
             budget,
             sink,
             out: Syntax {
-                // Every node but text starts at `<` or `{`, and text lies between them: a
-                // bound that spares the arena its regrowth.
                 nodes: Vec::with_capacity(capacity),
                 ..Syntax::default()
             },

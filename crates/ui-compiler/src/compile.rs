@@ -533,7 +533,7 @@ fn compile_body(
     if top_mark == Some(syntax.top.len()) {
         top_to = Some(c.snapshot());
     }
-    c.block.fallback = trim_js(&fallbacks(&nodes)).to_owned();
+    c.block.fallback = trimmed(fallbacks(&nodes));
     c.block.nodes = nodes;
     let recording = std::mem::take(&mut c.recording);
     let Some(mark) = mark else {
@@ -624,6 +624,17 @@ fn fallbacks(nodes: &[Node]) -> String {
             text
         }
     }
+}
+
+/// `text` without JS whitespace at either end, trimmed in place.
+fn trimmed(mut text: String) -> String {
+    let kept = trim_js(&text);
+    if kept.len() != text.len() {
+        let (start, len) = (kept.as_ptr() as usize - text.as_ptr() as usize, kept.len());
+        text.truncate(start + len);
+        text.drain(..start);
+    }
+    text
 }
 
 fn failure(code: Code, message: impl Into<Box<str>>) -> Failure {
@@ -1106,6 +1117,13 @@ mod tests {
     use super::*;
 
     static CLOCK: FrozenClock = FrozenClock(0.0);
+
+    #[test]
+    fn trimmed_drops_js_whitespace_at_both_ends_only() {
+        for text in ["", " ", "a", " a ", "\n\u{a0}a b\u{2028}\t", "\u{feff}é x\n", "a \n"] {
+            assert_eq!(trimmed(text.to_owned()), trim_js(text), "{text:?}");
+        }
+    }
 
     fn options(limits: UiLimits) -> CompileOptions<'static> {
         CompileOptions {

@@ -15,7 +15,8 @@ use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate};
 use crate::fallback::node_fallback_with;
 use crate::syntax::{
-    Decl, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, Syntax, parse, parse_resumed,
+    Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, Syntax, parse,
+    parse_resumed,
 };
 
 /// What a host tells the compiler about its query sources: whether a source is registered
@@ -691,16 +692,19 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     // ---- §12.1 ----
 
     fn declarations(&mut self, len16: u32) -> Result<(), Failure> {
-        let is_query = |e: &Expr| matches!(e, Expr::Call { name, .. } if name == "Query");
+        let query = |d: &'a Decl| match &d.value {
+            DeclValue::Expr(e @ Expr::Call { name, .. }) if name == "Query" => Some(e),
+            _ => None,
+        };
         let empty = Record::default();
-        for decl in self.decls.iter().filter(|d| !is_query(&d.expr)) {
-            let result = if decl.expr.is_constant() {
-                evaluate(&decl.expr, &empty, self.budget)
-            } else {
-                Err(failure(
+        for decl in self.decls.iter().filter(|d| query(d).is_none()) {
+            let result = match &decl.value {
+                DeclValue::Literal(literal) => literal.evaluate(self.budget),
+                DeclValue::Expr(expr) if expr.is_constant() => evaluate(expr, &empty, self.budget),
+                DeclValue::Expr(_) => Err(failure(
                     Code::InvalidDefault,
                     format!("The default of `{}` must be a literal.", decl.name),
-                ))
+                )),
             };
             match result {
                 Ok(v) => {
@@ -710,8 +714,11 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 Err(f) => self.declaration_diag(f, len16),
             }
         }
-        for decl in self.decls.iter().filter(|d| is_query(&d.expr)) {
-            match self.query(&decl.expr) {
+        for decl in self.decls {
+            let Some(expr) = query(decl) else {
+                continue;
+            };
+            match self.query(expr) {
                 Ok(q) => {
                     self.query_names.push(decl.name.clone());
                     self.block.queries.insert(decl.name.clone(), q);
@@ -1321,5 +1328,115 @@ mod tests {
             Some((first, &mut Arc::new(block), checkpoint.unwrap())),
         );
         assert_eq!(block.diagnostics[0].range.end as usize, second.len());
+    }
+
+    /// What a compile leaves, for comparisons.
+    struct Counted {
+        /// The outcome (failure, or the checkpoint's mark and charges) and the block as
+        /// JSON.
+        text: String,
+        /// The budget's counters at the end.
+        charges: Charges,
+        checkpoint: Option<Box<Checkpoint>>,
+        block: Block,
+    }
+
+    /// Compiles `source` (resuming from `previous` when given, as a final compile, else as
+    /// a preview) through the literal fast path or, with `full_only`, without it.
+    fn compile_counted(
+        source: &str,
+        limits: UiLimits,
+        previous: Option<(&str, &mut Arc<Block>, Box<Checkpoint>)>,
+        full_only: bool,
+    ) -> Counted {
+        crate::syntax::FULL_PATH_ONLY.set(full_only);
+        let options = CompileOptions {
+            is_final: previous.is_some(),
+            ..options(limits)
+        };
+        let map = Utf16Map::new(source);
+        let sink = DiagSink {
+            block_id: "b",
+            map: &map,
+            cap: limits.diagnostics() as usize,
+        };
+        let mut budget = Budget::new(limits, &CLOCK);
+        let mut block = compile_block("", "b", &options);
+        block.complete = options.is_final;
+        block.end = utf16_len(source) as u32;
+        let previous = previous.map(|(source, block, checkpoint)| Previous {
+            source,
+            block,
+            checkpoint,
+        });
+        let outcome = compile_body(
+            source,
+            &options,
+            &mut budget,
+            &sink,
+            &mut block,
+            previous,
+            true,
+        );
+        crate::syntax::FULL_PATH_ONLY.set(false);
+        let (outcome, checkpoint) = match outcome {
+            Ok(Outcome::Done(checkpoint)) => {
+                let summary = checkpoint
+                    .as_ref()
+                    .map(|c| (c.at, c.parse, c.top, c.top_segment.charges));
+                (format!("{summary:?}"), checkpoint)
+            }
+            Ok(Outcome::Restart) => ("restart".to_owned(), None),
+            Err(f) => (format!("{f:?}"), None),
+        };
+        Counted {
+            text: format!("{outcome} {}", serde_json::to_string(&block).unwrap()),
+            charges: Charges::of(&budget),
+            checkpoint,
+            block,
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// A block whose declarations are literals compiles through the literal fast path
+        /// exactly as through the full parser and evaluator: the same block, failure,
+        /// counters and checkpoint, also when it resumes from the checkpoint of a shorter
+        /// preview, under limits tight enough to fail anywhere.
+        #[test]
+        fn literal_declarations_compile_as_the_full_path(
+            x in crate::expr::literal_tests::source(),
+            y in crate::expr::literal_tests::literal(),
+            body in proptest::sample::select(vec![
+                "",
+                "{$x}",
+                "<Summary>{$y}</Summary>",
+                "{@Count($x)} of {$y}\n<Summary>ab</Summary>",
+            ]),
+            cut in 0usize..40,
+            limits in crate::expr::literal_tests::limits(),
+        ) {
+            let source = format!("$x = {x}\n$y = {y}\n{body}<Summary>done</Summary>");
+            let fast = compile_counted(&source, limits, None, false);
+            let full = compile_counted(&source, limits, None, true);
+            proptest::prop_assert_eq!(&fast.text, &full.text);
+            proptest::prop_assert_eq!(fast.charges, full.charges);
+            // A preview cut short, then the whole block resumed from its checkpoint.
+            let mut end = source.len().saturating_sub(cut);
+            while !source.is_char_boundary(end) {
+                end -= 1;
+            }
+            let preview = &source[..end];
+            let fast = compile_counted(preview, limits, None, false);
+            let full = compile_counted(preview, limits, None, true);
+            proptest::prop_assert_eq!(&fast.text, &full.text);
+            if let (Some(a), Some(b)) = (fast.checkpoint, full.checkpoint) {
+                let fast = compile_counted(&source, limits, Some((preview, &mut Arc::new(fast.block), a)), false);
+                let full = compile_counted(&source, limits, Some((preview, &mut Arc::new(full.block), b)), true);
+                proptest::prop_assert_eq!(&fast.text, &full.text);
+                proptest::prop_assert_eq!(fast.charges, full.charges);
+            }
+        }
     }
 }

@@ -9,14 +9,24 @@ use memchr::memchr2;
 use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
-use crate::expr::{Expr, parse_expression, parse_plain_literal};
+use crate::expr::{Expr, Literal, parse_expression, parse_literal, parse_plain_literal};
 
 /// A parsed declaration: `$name = value`.
 #[derive(Debug, Clone)]
 pub(crate) struct Decl {
     /// The name with its `$`.
     pub(crate) name: String,
-    pub(crate) expr: Expr,
+    pub(crate) value: DeclValue,
+}
+
+/// The value of a [`Decl`].
+#[derive(Debug, Clone)]
+pub(crate) enum DeclValue {
+    /// Any expression, from the full parser.
+    Expr(Expr),
+    /// A constant literal read by the fast path ([`parse_literal`]): what evaluating its
+    /// expression gives, and charges.
+    Literal(Literal),
 }
 
 /// What a syntax node is.
@@ -202,6 +212,22 @@ const DECLARATION_SPECIAL: [bool; 256] = {
     }
     t
 };
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to parse every declaration with the full path.
+    pub(crate) static FULL_PATH_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether declarations try the literal fast path ([`parse_literal`]) first.
+#[inline]
+fn fast_literals() -> bool {
+    #[cfg(test)]
+    if FULL_PATH_ONLY.get() {
+        return false;
+    }
+    true
+}
 
 fn fail(code: Code, message: impl Into<Box<str>>) -> Failure {
     Failure::new(code, message)
@@ -473,10 +499,19 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     format!("`{name}` is declared twice."),
                 ))
             } else {
-                parse_expression(trim_js(&self.src[value_start..value_end]), self.budget)
+                let source = trim_js(&self.src[value_start..value_end]);
+                let fast = if fast_literals() {
+                    parse_literal(source, self.budget)
+                } else {
+                    None
+                };
+                match fast {
+                    Some(literal) => literal.map(DeclValue::Literal),
+                    None => parse_expression(source, self.budget).map(DeclValue::Expr),
+                }
             };
             match result {
-                Ok(expr) => self.out.decls.push(Decl { name, expr }),
+                Ok(value) => self.out.decls.push(Decl { name, value }),
                 Err(f) if f.code == Code::BudgetExceeded => return Err(f),
                 Err(f) => {
                     if self.fin || terminated {

@@ -29,12 +29,16 @@
 mod ast;
 mod eval;
 mod lex;
+mod literal;
 mod parse;
 
 use ui_core::{Budget, Code, Failure, is_forbidden_key};
 
 pub use ast::{BinaryOp, Expr, UnaryOp};
 pub use eval::{evaluate, evaluate_in_scope};
+#[cfg(test)]
+pub(crate) use literal::tests as literal_tests;
+pub(crate) use literal::{Literal, parse_literal};
 pub use parse::parse_expression;
 pub(crate) use parse::parse_plain_literal;
 

@@ -166,6 +166,17 @@ fn eval(
     budget.step(1)?;
     let d = depth + 1;
     match expr {
+        // A scalar's copy is `depth(0)` and, for a string, `string(s)` (what
+        // `copy_value` charges for it, without its look for a memoised tally).
+        Expr::Literal(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
+            budget.depth(0)?;
+            Ok(value.clone())
+        }
+        Expr::Literal(value @ Value::String(s)) => {
+            budget.depth(0)?;
+            budget.string(s)?;
+            Ok(value.clone())
+        }
         Expr::Literal(value) => budget.copy_value(value),
         Expr::Reference(name) => {
             safe_key(name)?;

@@ -19,6 +19,7 @@
 //!   is evaluated instead, failing at the exact point.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use ui_core::text::{is_js_whitespace, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Failure, Record, Value, is_forbidden_key, record_with_capacity};
@@ -116,6 +117,7 @@ pub(crate) fn parse_literal(
         longest_value: 0,
         items: Vec::new(),
         entries: Vec::new(),
+        strings: Default::default(),
     };
     let value = fast.value(0)?;
     // The end token.
@@ -161,7 +163,15 @@ struct Fast<'s> {
     /// Stacks of the items and entries of the arrays and records being read.
     items: Vec<Value>,
     entries: Vec<(String, Value)>,
+    /// Recent short string values by hash, to share repeated ones.
+    strings: [Option<Arc<str>>; SHARED_SLOTS],
 }
+
+/// Slots of the cache of short string values ([`Fast::shared`]).
+const SHARED_SLOTS: usize = 32;
+
+/// The longest string value (in bytes) the cache keeps.
+const SHARED_MAX_LEN: usize = 32;
 
 impl<'s> Fast<'s> {
     /// Skips W before a token and charges the token's read: 1 step plus 1 per W unit
@@ -170,7 +180,10 @@ impl<'s> Fast<'s> {
     #[inline]
     fn token(&mut self) -> Option<Option<u8>> {
         self.steps += 1;
-        while let Some(&b) = self.b.get(self.pos) {
+        loop {
+            let Some(&b) = self.b.get(self.pos) else {
+                return Some(None);
+            };
             match b {
                 b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => {
                     self.pos += 1;
@@ -179,15 +192,14 @@ impl<'s> Fast<'s> {
                 0x80.. => {
                     let c = self.src[self.pos..].chars().next()?;
                     if !is_js_whitespace(c) {
-                        break;
+                        return Some(Some(b));
                     }
                     self.pos += c.len_utf8();
                     self.steps += 1;
                 }
-                _ => break,
+                _ => return Some(Some(b)),
             }
         }
-        Some(self.b.get(self.pos).copied())
     }
 
     /// Reads one value at depth `d` (an `expression(0, d)` call whose primary has no
@@ -214,13 +226,19 @@ impl<'s> Fast<'s> {
             b'"' | b'\'' => {
                 let text = self.string(first)?;
                 self.leaf(utf16_len(&text) as u64);
-                Some(Value::from(&*text))
+                Some(Value::String(self.shared(&text)))
             }
             b'0'..=b'9' | b'.' => {
                 let len = number_len(&self.b[self.pos..])?;
                 let text = &self.src[self.pos..self.pos + len];
                 self.pos += len;
-                let value = text.parse::<f64>().ok().and_then(Value::number)?;
+                let value = if len <= 15 && text.bytes().all(|b| b.is_ascii_digit()) {
+                    // Exact in an f64, as the decimal conversion gives it.
+                    let n = text.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+                    Value::number(n as f64)?
+                } else {
+                    text.parse::<f64>().ok().and_then(Value::number)?
+                };
                 self.leaf(0);
                 Some(value)
             }
@@ -235,6 +253,27 @@ impl<'s> Fast<'s> {
                 self.pos += len;
                 self.leaf(0);
                 Some(value)
+            }
+        }
+    }
+
+    /// A string value, shared with an equal one read before when the cache has it
+    /// (strings compare by content, so sharing is not observable).
+    #[inline]
+    fn shared(&mut self, text: &str) -> Arc<str> {
+        if text.len() > SHARED_MAX_LEN {
+            return Arc::from(text);
+        }
+        let hash = text.bytes().fold(0x811C_9DC5u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        let slot = &mut self.strings[hash as usize % SHARED_SLOTS];
+        match slot {
+            Some(kept) if **kept == *text => Arc::clone(kept),
+            _ => {
+                let value: Arc<str> = Arc::from(text);
+                *slot = Some(Arc::clone(&value));
+                value
             }
         }
     }

@@ -48,6 +48,7 @@ pub(crate) use parse::parse_plain_literal;
 const MAX_RECURSION: u64 = 256;
 
 /// `depth(d)` of the cost model, plus the hard recursion cap.
+#[inline]
 fn guard_depth(budget: &mut Budget<'_>, depth: u64) -> Result<(), Failure> {
     budget.depth(depth)?;
     if depth > MAX_RECURSION {
@@ -60,6 +61,7 @@ fn guard_depth(budget: &mut Budget<'_>, depth: u64) -> Result<(), Failure> {
 }
 
 /// `safeKey`: refuses the forbidden names with `refused_access`.
+#[inline]
 fn safe_key(key: &str) -> Result<(), Failure> {
     if is_forbidden_key(key) {
         return Err(Failure::new(

@@ -1127,7 +1127,15 @@ mod tests {
 
     #[test]
     fn trimmed_drops_js_whitespace_at_both_ends_only() {
-        for text in ["", " ", "a", " a ", "\n\u{a0}a b\u{2028}\t", "\u{feff}é x\n", "a \n"] {
+        for text in [
+            "",
+            " ",
+            "a",
+            " a ",
+            "\n\u{a0}a b\u{2028}\t",
+            "\u{feff}é x\n",
+            "a \n",
+        ] {
             assert_eq!(trimmed(text.to_owned()), trim_js(text), "{text:?}");
         }
     }

@@ -17,19 +17,14 @@ pub(crate) fn node_fallback_with<'v>(
 ) -> String {
     let plain = |key: &str| get(key).map(Value::plain_text).unwrap_or_default();
     let present = |key: &str| get(key).filter(|v| !v.is_null());
-    let label_key = if present("label").is_some() {
-        Some("label")
-    } else if get("title").is_some() {
-        Some("title")
-    } else {
-        None
-    };
-    let label = || label_key.map(plain).unwrap_or_default();
+    // The label: a non-null `label`, else `title` (even null), each looked up once.
+    let label_value = present("label").or_else(|| get("title"));
+    let label = || label_value.map(Value::plain_text).unwrap_or_default();
     match kind {
         "$text" => plain("text"),
         "Stat" => {
             let mut out = String::with_capacity(64);
-            if let Some(label) = label_key.and_then(&get) {
+            if let Some(label) = label_value {
                 label.write_plain(&mut out);
             }
             out.push_str(": ");
@@ -55,7 +50,7 @@ pub(crate) fn node_fallback_with<'v>(
         }
         _ => {
             let mut out = String::new();
-            if label_key.is_some() {
+            if label_value.is_some() {
                 out.push_str(&label());
                 out.push_str(": ");
             }

@@ -345,13 +345,20 @@ fn call(
                 Some(key) => eval(key, scope, budget, d)?,
                 None => Value::Null,
             };
+            // The field name and its `safeKey` check do not depend on the item: made once,
+            // a failure of theirs is still reported at the first item, as `own_value` does.
+            let field = (!key.is_null()).then(|| -> Result<Cow<'_, str>, Failure> {
+                let name = field_name(&key)?;
+                safe_key(&name)?;
+                Ok(name)
+            });
             let mut total = 0.0;
             for item in items.iter() {
                 budget.iteration(1)?;
-                total += if key.is_null() {
-                    numeric(item)?
-                } else {
-                    numeric(&own_value(item, &key)?)?
+                total += match &field {
+                    None => numeric(item)?,
+                    Some(Ok(name)) => numeric(own_field(item, name)?.as_ref())?,
+                    Some(Err(failure)) => return Err(failure.clone()),
                 };
                 if !total.is_finite() {
                     return Err(invalid_value("The sum must be finite."));
@@ -371,7 +378,10 @@ fn call(
             let mut units: u64 = 0;
             for (i, item) in items.iter().enumerate() {
                 budget.iteration(1)?;
-                let text = scalar_text(item)?;
+                let text = match item {
+                    Value::String(s) => Cow::Borrowed(&**s),
+                    other => Cow::Owned(scalar_text(other)?),
+                };
                 if i > 0 {
                     units += separator_units;
                 }
@@ -447,8 +457,7 @@ fn filter(
         if let Some(prepared) = &prepared {
             // The item's iteration and the predicate's charges.
             let mut steps = 1;
-            if let Some(&Value::Bool(keep)) =
-                prepared.run(item, &mut steps, string_length).as_deref()
+            if let Some(keep) = prepared.test(item, &mut steps, string_length)
                 && budget.replay(steps, 1, 0)?
             {
                 if keep {
@@ -620,6 +629,50 @@ impl<'a> Predicate<'a> {
         }
     }
 
+    /// [`Predicate::run`] for the whole predicate: its boolean, `None` also for any other
+    /// value. The usual comparison is done in place.
+    #[inline]
+    fn test(&self, item: &Value, steps: &mut u64, string_length: u64) -> Option<bool> {
+        if let Kind::Binary {
+            op: op @ (BinaryOp::Eq | BinaryOp::StrictEq | BinaryOp::Ne | BinaryOp::StrictNe),
+            left,
+            right,
+        } = &self.kind
+        {
+            *steps += self.charge;
+            let left = left.operand(item, steps, string_length)?;
+            let right = right.operand(item, steps, string_length)?;
+            let same = left.identical(&right);
+            return Some(same == matches!(op, BinaryOp::Eq | BinaryOp::StrictEq));
+        }
+        match self.run(item, steps, string_length)?.as_ref() {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// [`Predicate::run`] with the leaves done in place (most operands are the item or a
+    /// fixed value).
+    #[inline(always)]
+    fn operand<'v>(
+        &'v self,
+        item: &'v Value,
+        steps: &mut u64,
+        string_length: u64,
+    ) -> Option<Cow<'v, Value>> {
+        match &self.kind {
+            Kind::Item => {
+                *steps += self.charge;
+                Some(Cow::Borrowed(item))
+            }
+            Kind::Fixed(value) => {
+                *steps += self.charge;
+                Some(Cow::Borrowed(value))
+            }
+            _ => self.run(item, steps, string_length),
+        }
+    }
+
     /// Evaluates the predicate with `item` as the local, adding to `steps` what the
     /// general evaluation charges; `None` wherever that evaluation fails (the caller then
     /// runs it to fail as it does).
@@ -642,7 +695,7 @@ impl<'a> Predicate<'a> {
                 slot,
             } => {
                 // Only arrays and records have fields, and computed values are scalars.
-                let Cow::Borrowed(object) = object.run(item, steps, string_length)? else {
+                let Cow::Borrowed(object) = object.operand(item, steps, string_length)? else {
                     return None;
                 };
                 *steps += key_charge;
@@ -665,8 +718,8 @@ impl<'a> Predicate<'a> {
                 }
             }
             Kind::Member { object, key } => {
-                let object = object.run(item, steps, string_length)?;
-                let key = key.run(item, steps, string_length)?;
+                let object = object.operand(item, steps, string_length)?;
+                let key = key.operand(item, steps, string_length)?;
                 let name = field_name(&key).ok()?;
                 if is_forbidden_key(&name) {
                     return None;
@@ -677,20 +730,30 @@ impl<'a> Predicate<'a> {
                 }
             }
             Kind::Unary { op, value } => {
-                let value = value.run(item, steps, string_length)?;
+                let value = value.operand(item, steps, string_length)?;
                 unary(*op, &value).ok().map(Cow::Owned)
             }
             Kind::Binary { op, left, right } => {
-                let left = left.run(item, steps, string_length)?;
+                let left = left.operand(item, steps, string_length)?;
                 match op {
                     BinaryOp::And if !left.is_truthy() => return Some(left),
                     BinaryOp::Or if left.is_truthy() => return Some(left),
                     BinaryOp::And | BinaryOp::Or => {
-                        return right.run(item, steps, string_length);
+                        return right.operand(item, steps, string_length);
                     }
                     _ => {}
                 }
-                let right = right.run(item, steps, string_length)?;
+                let right = right.operand(item, steps, string_length)?;
+                // The usual comparison, without `operate`'s dispatch.
+                match op {
+                    BinaryOp::Eq | BinaryOp::StrictEq => {
+                        return Some(Cow::Owned(Value::Bool(left.identical(&right))));
+                    }
+                    BinaryOp::Ne | BinaryOp::StrictNe => {
+                        return Some(Cow::Owned(Value::Bool(!left.identical(&right))));
+                    }
+                    _ => {}
+                }
                 operate(*op, &left, &right, |units| {
                     // `string(result)`: the steps, then the length check.
                     *steps += units;

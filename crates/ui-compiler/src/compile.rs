@@ -145,7 +145,7 @@ struct OpenLevel {
 }
 
 /// What a compile of a block leaves so that the next compile of a source extending it can
-/// skip the work both share (see [`compile_block_resuming`]).
+/// skip the work both share (see [`compile_block_with`]).
 ///
 /// It is taken at the parser's last [`Mark`](crate::syntax::Mark). The source up to and
 /// including that byte fixes the parse up to it: the declarations, the diagnostics, the
@@ -209,6 +209,14 @@ pub(crate) struct Previous<'p> {
     pub(crate) checkpoint: Box<Checkpoint>,
 }
 
+/// What [`compile_body`] did.
+enum Outcome {
+    /// The block is compiled; with the checkpoint it leaves, if any.
+    Done(Option<Box<Checkpoint>>),
+    /// Resuming is not possible after all; nothing of the block is valid.
+    Restart,
+}
+
 /// [`compile_block`] with the block's finality and clock given apart from `options` (whose
 /// own are ignored), resuming from `previous` when its checkpoint applies, and returning,
 /// with `keep`, the checkpoint this compile leaves (none after a whole-block failure, or
@@ -226,27 +234,7 @@ pub(crate) struct Previous<'p> {
 /// fails in a fresh compile either (depth checks do not read the counters and passed at the
 /// same depths); when it does not fit, the compile starts over from the beginning, which
 /// fails exactly where and how a fresh compile fails.
-pub(crate) fn compile_block_resuming(
-    source: &str,
-    block_id: String,
-    options: &CompileOptions<'_>,
-    is_final: bool,
-    clock: &dyn Clock,
-    previous: Option<Previous<'_>>,
-    keep: bool,
-) -> (Block, Option<Box<Checkpoint>>) {
-    compile_block_with(source, block_id, options, is_final, clock, previous, keep)
-}
-
-/// What [`compile_body`] did.
-enum Outcome {
-    /// The block is compiled; with the checkpoint it leaves, if any.
-    Done(Option<Box<Checkpoint>>),
-    /// Resuming is not possible after all; nothing of the block is valid.
-    Restart,
-}
-
-fn compile_block_with(
+pub(crate) fn compile_block_with(
     source: &str,
     block_id: String,
     options: &CompileOptions<'_>,
@@ -1161,7 +1149,7 @@ mod tests {
             checkpoint,
         });
         let id = "b".to_owned();
-        let (block, checkpoint) = compile_block_resuming(
+        let (block, checkpoint) = compile_block_with(
             source,
             id,
             options,

@@ -9,7 +9,7 @@ use ui_core::text::{truncate_utf16, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
-use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_resuming};
+use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_with};
 use crate::fence::{Fence, scan_fences_with};
 use crate::syntax::push_decimal;
 
@@ -250,16 +250,7 @@ impl Run<'_, '_, '_> {
                     reply.milliseconds()
                 )
             };
-            self.blocks.push(Arc::new(refused_block(
-                id(),
-                start,
-                end,
-                complete,
-                source,
-                why,
-                options,
-            )));
-            return false;
+            return self.refuse(id(), &found, source, why);
         }
         while self.previous.next_if(|c| c.start < start).is_some() {}
         let mut previous = self.previous.next_if(|c| c.start == start);
@@ -283,15 +274,8 @@ impl Run<'_, '_, '_> {
                     })
                 });
                 let keep = !options.is_final;
-                let (mut block, checkpoint) = compile_block_resuming(
-                    source,
-                    id(),
-                    options,
-                    complete,
-                    self.clock,
-                    resume,
-                    keep,
-                );
+                let (mut block, checkpoint) =
+                    compile_block_with(source, id(), options, complete, self.clock, resume, keep);
                 block.start = start;
                 block.end = end;
                 // The previous source's buffer, when there is one, has about the right size.
@@ -316,16 +300,8 @@ impl Run<'_, '_, '_> {
         };
         self.nodes += entry.nodes;
         if self.nodes > reply.nodes() {
-            self.blocks.push(Arc::new(refused_block(
-                id(),
-                start,
-                end,
-                complete,
-                source,
-                format!("The reply's blocks hold more than {} nodes.", reply.nodes()),
-                options,
-            )));
-            return false;
+            let why = format!("The reply's blocks hold more than {} nodes.", reply.nodes());
+            return self.refuse(id(), &found, source, why);
         }
         if options.is_final {
             self.blocks.push(entry.block);
@@ -334,6 +310,25 @@ impl Run<'_, '_, '_> {
             self.cache.push(entry);
         }
         true
+    }
+}
+
+impl Run<'_, '_, '_> {
+    /// Adds the block of `found` refused by a reply limit, with `why`; `false`, which stops
+    /// the scan.
+    fn refuse(&mut self, id: String, found: &Found, source: &str, why: String) -> bool {
+        let complete = found.fence.closed || self.options.is_final;
+        let block = refused_block(
+            id,
+            found.start,
+            found.end,
+            complete,
+            source,
+            why,
+            self.options,
+        );
+        self.blocks.push(Arc::new(block));
+        false
     }
 }
 

@@ -8,13 +8,7 @@ mod common;
 
 use axum::http::StatusCode;
 use common::*;
-use serde_json::{Value as Json, json};
-
-fn query(chat: &str, item: &Json, values: Json) -> Json {
-    let (block, revision) = first_block(item);
-    json!({"chatId": chat, "itemId": item["id"], "blockId": block, "revision": revision,
-           "query": "$runs", "values": values})
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn warm_caches_keep_people_apart() {
@@ -26,7 +20,7 @@ async fn warm_caches_keep_people_apart() {
     // Alice's requests cache her chat, her item's blocks and its captured access.
     for _ in 0..3 {
         let a = app
-            .post("/ui/query", &alice, query(&chat, &item, json!({})))
+            .post("/ui/query", &alice, runs_query(&chat, &item, json!({})))
             .await;
         assert_eq!(a.body["state"], "fresh", "{a:?}");
         assert_eq!(a.body["value"][0]["name"], "web build 1");
@@ -41,7 +35,7 @@ async fn warm_caches_keep_people_apart() {
 
     // Bob cannot use Alice's chat, whatever is cached …
     let a = app
-        .post("/ui/query", &bob, query(&chat, &item, json!({})))
+        .post("/ui/query", &bob, runs_query(&chat, &item, json!({})))
         .await;
     assert_eq!(
         (a.status, a.code()),
@@ -56,7 +50,7 @@ async fn warm_caches_keep_people_apart() {
         "chat-not-found"
     );
     // … nor name Alice's item, block and revision under his own chat.
-    let mut p = query(&chat, &item, json!({}));
+    let mut p = runs_query(&chat, &item, json!({}));
     p["chatId"] = json!(bob_chat);
     let a = app.post("/ui/query", &bob, p).await;
     assert_eq!(
@@ -72,12 +66,16 @@ async fn warm_caches_keep_people_apart() {
     );
     // His own reply reads his project's rows, Alice's still hers.
     let b = app
-        .post("/ui/query", &bob, query(&bob_chat, &bob_item, json!({})))
+        .post(
+            "/ui/query",
+            &bob,
+            runs_query(&bob_chat, &bob_item, json!({})),
+        )
         .await;
     assert_eq!(b.body["state"], "fresh", "{b:?}");
     assert_eq!(b.body["value"][0]["name"], "ops deploy 1");
     let a = app
-        .post("/ui/query", &alice, query(&chat, &item, json!({})))
+        .post("/ui/query", &alice, runs_query(&chat, &item, json!({})))
         .await;
     assert_eq!(a.body["value"][0]["name"], "web build 1");
 }

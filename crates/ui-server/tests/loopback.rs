@@ -52,12 +52,6 @@ async fn streamed_reply(server: &Server, cookie: &str, text: &str, parts: usize)
     (chat, done.body)
 }
 
-fn query(chat: &str, item: &Json, values: Json) -> Json {
-    let (block, revision) = first_block(item);
-    json!({"chatId": chat, "itemId": item["id"], "blockId": block, "revision": revision,
-           "query": "$runs", "values": values})
-}
-
 fn frozen(item: &Json) -> &Json {
     &item["uiQueries"]["blocks"][first_block(item).0.as_str()]
 }
@@ -123,7 +117,7 @@ async fn a_query_reads_changed_input_and_refuses_tampered_input() {
         .post(
             "/ui/query",
             &alice,
-            query(&chat, &item, json!({"$branch": "dev"})),
+            runs_query(&chat, &item, json!({"$branch": "dev"})),
         )
         .await;
     assert_eq!(dev.status, StatusCode::OK);
@@ -138,7 +132,7 @@ async fn a_query_reads_changed_input_and_refuses_tampered_input() {
         .post(
             "/ui/query",
             &alice,
-            query(&chat, &item, json!({"$branch": "prod"})),
+            runs_query(&chat, &item, json!({"$branch": "prod"})),
         )
         .await;
     assert_eq!(tampered.status, StatusCode::OK);
@@ -177,7 +171,7 @@ async fn a_live_reading_follows_a_write_of_its_data() {
     assert_eq!(event["key"], sync["keys"][0]);
     assert_eq!(event["rs"], "p-editor");
     // A change-driven read (with `seen`) gets the new rows, at most after `retryAfterMs`.
-    let mut p = query(&chat, &item, json!({}));
+    let mut p = runs_query(&chat, &item, json!({}));
     p["seen"] = json!(changes.id.clone().unwrap());
     let deadline = tokio::time::Instant::now() + SECS;
     let reading = loop {
@@ -328,7 +322,7 @@ async fn user_b_never_sees_user_a_chats_readings_or_events() {
         (StatusCode::NOT_FOUND, "chat-not-found")
     );
     let a = server
-        .post("/ui/query", &bob, query(&chat, &item, json!({})))
+        .post("/ui/query", &bob, runs_query(&chat, &item, json!({})))
         .await;
     assert_eq!(
         (a.status, a.code()),

@@ -49,12 +49,6 @@ async fn view(app: &App, cookie: &str, chat: &str, item: &Json, extra: Json) -> 
     app.post("/ui/view", cookie, body).await
 }
 
-fn query(chat: &str, item: &Json, values: Json) -> Json {
-    let (block, revision) = first_block(item);
-    json!({"chatId": chat, "itemId": item["id"], "blockId": block, "revision": revision,
-           "query": "$runs", "values": values})
-}
-
 // ---- sessions ----
 
 #[tokio::test]
@@ -618,7 +612,7 @@ async fn queries_read_the_writers_project_with_changed_input() {
     let alice = app.login("alice").await;
     let (chat, item) = app.chat_with_reply(&alice, REPLY).await;
     let a = app
-        .post("/ui/query", &alice, query(&chat, &item, json!({})))
+        .post("/ui/query", &alice, runs_query(&chat, &item, json!({})))
         .await;
     assert_eq!(a.status, StatusCode::OK);
     assert_eq!(a.body["state"], "fresh");
@@ -632,7 +626,7 @@ async fn queries_read_the_writers_project_with_changed_input() {
         .post(
             "/ui/query",
             &alice,
-            query(&chat, &item, json!({"$branch": "dev"})),
+            runs_query(&chat, &item, json!({"$branch": "dev"})),
         )
         .await;
     if soon.body["state"] == "failed" {
@@ -643,7 +637,7 @@ async fn queries_read_the_writers_project_with_changed_input() {
         .post(
             "/ui/query",
             &alice,
-            query(&chat, &item, json!({"$branch": "dev"})),
+            runs_query(&chat, &item, json!({"$branch": "dev"})),
         )
         .await;
     assert_eq!(dev.body["state"], "fresh", "{dev:?}");
@@ -664,13 +658,17 @@ async fn tampered_input_is_a_refused_reading() {
         json!({"$branch": 7}),
     ] {
         let a = app
-            .post("/ui/query", &alice, query(&chat, &item, values.clone()))
+            .post(
+                "/ui/query",
+                &alice,
+                runs_query(&chat, &item, values.clone()),
+            )
             .await;
         assert_eq!(a.status, StatusCode::OK);
         assert_eq!(a.body["state"], "refused", "{values}");
         assert!(a.body.get("value").is_none());
     }
-    let mut stale = query(&chat, &item, json!({}));
+    let mut stale = runs_query(&chat, &item, json!({}));
     stale["revision"] = json!("0".repeat(64));
     let a = app.post("/ui/query", &alice, stale).await;
     assert_eq!(
@@ -686,14 +684,14 @@ async fn the_wire_gate_refuses_other_peoples_chats() {
     let bob = app.login("bob").await;
     let (chat, item) = app.chat_with_reply(&alice, REPLY).await;
     let a = app
-        .post("/ui/query", &bob, query(&chat, &item, json!({})))
+        .post("/ui/query", &bob, runs_query(&chat, &item, json!({})))
         .await;
     assert_eq!(
         (a.status, a.code()),
         (StatusCode::FORBIDDEN, "refused-query")
     );
     let a = app
-        .post("/ui/query", &bob, query("missing", &item, json!({})))
+        .post("/ui/query", &bob, runs_query("missing", &item, json!({})))
         .await;
     assert_eq!(a.code(), "refused-query");
 }
@@ -703,7 +701,7 @@ async fn payload_ids_hold_up_to_their_limits() {
     let app = App::new().await;
     let alice = app.login("alice").await;
     let (chat, item) = app.chat_with_reply(&alice, REPLY).await;
-    let mut p = query(&chat, &item, json!({}));
+    let mut p = runs_query(&chat, &item, json!({}));
     p["itemId"] = json!("i".repeat(256));
     let a = app.post("/ui/query", &alice, p.clone()).await;
     assert_eq!(
@@ -716,7 +714,7 @@ async fn payload_ids_hold_up_to_their_limits() {
         (a.status, a.code()),
         (StatusCode::BAD_REQUEST, "bad-request")
     );
-    let mut p = query(&chat, &item, json!({}));
+    let mut p = runs_query(&chat, &item, json!({}));
     p["query"] = json!("q".repeat(129));
     assert_eq!(app.post("/ui/query", &alice, p).await.code(), "bad-request");
 }

@@ -232,6 +232,13 @@ pub fn first_block(item: &Json) -> (String, String) {
     )
 }
 
+/// The `ui.query` body that reads `$runs` of the first block of `item` with `values`.
+pub fn runs_query(chat: &str, item: &Json, values: Json) -> Json {
+    let (block, revision) = first_block(item);
+    json!({"chatId": chat, "itemId": item["id"], "blockId": block,
+           "revision": revision, "query": "$runs", "values": values})
+}
+
 /// Walks a view tree for the first node of `kind` (and `text` among its text children).
 pub fn find_node<'a>(nodes: &'a Json, kind: &str, text: Option<&str>) -> Option<&'a Json> {
     for node in nodes.as_array()? {

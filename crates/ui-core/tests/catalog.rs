@@ -239,6 +239,24 @@ fn lookup_is_exact_and_own_keys_only() {
     ] {
         assert!(catalog::lookup(name).is_none(), "{name:?}");
     }
+    // Near misses of every name: its prefixes, and each byte changed or dropped.
+    let named = |s: &str| catalog::components().iter().find(|c| c.name() == s);
+    for c in catalog::components() {
+        let name = c.name();
+        let mut near: Vec<String> = (0..name.len()).map(|i| name[..i].to_owned()).collect();
+        for i in 0..name.len() {
+            near.push(format!("{}{}", &name[..i], &name[i + 1..]));
+            for b in [b'a', b'S', b'z', b'_'] {
+                let mut bytes = name.as_bytes().to_vec();
+                bytes[i] = b;
+                near.push(String::from_utf8(bytes).unwrap());
+            }
+        }
+        for s in near {
+            let found = catalog::lookup(&s).map(catalog::Component::name);
+            assert_eq!(found, named(&s).map(catalog::Component::name), "{s:?}");
+        }
+    }
 }
 
 #[test]

@@ -482,9 +482,50 @@ impl From<PropsError> for Failure {
 
 /// The component named `name`: exact and case-sensitive (`summary`, `toString` and
 /// `__proto__` are not components).
+///
+/// One probe of a table built at compile time (the compiler looks up every tag, often
+/// more than once), then one comparison.
+#[inline]
 pub fn lookup(name: &str) -> Option<&'static Component> {
-    table::COMPONENTS.iter().find(|c| same_name(c.name, name))
+    let slot = SLOTS[name_slot(name.as_bytes())];
+    let component = table::COMPONENTS.get(usize::from(slot))?;
+    same_name(component.name, name).then_some(component)
 }
+
+/// The number of [`SLOTS`]: a power of two.
+const SLOT_COUNT: usize = 128;
+
+/// An empty slot of [`SLOTS`].
+const NO_COMPONENT: u8 = u8::MAX;
+
+/// The slot of a name: a hash of its length and three of its bytes, which tells the 36
+/// component names apart (checked when [`SLOTS`] is built).
+#[inline]
+const fn name_slot(name: &[u8]) -> usize {
+    let n = name.len();
+    if n == 0 {
+        return 0;
+    }
+    let mix = n + name[0] as usize * 13 + name[n - 1] as usize * 3 + name[n / 2] as usize * 5;
+    mix % SLOT_COUNT
+}
+
+/// Each component's index in the catalog at its name's slot; [`NO_COMPONENT`] elsewhere.
+/// Building it fails the build if two names share a slot.
+static SLOTS: [u8; SLOT_COUNT] = {
+    let mut slots = [NO_COMPONENT; SLOT_COUNT];
+    let mut i = 0;
+    while i < table::COMPONENTS.len() {
+        let slot = name_slot(table::COMPONENTS[i].name.as_bytes());
+        assert!(
+            slots[slot] == NO_COMPONENT,
+            "two component names share a slot"
+        );
+        slots[slot] = i as u8;
+        i += 1;
+    }
+    slots
+};
 
 /// `a == b` for short names, deciding most pairs on the length and first byte without a
 /// call to `memcmp`.

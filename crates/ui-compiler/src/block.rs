@@ -3,6 +3,8 @@
 //! Field names are camelCase on the wire. Ranges are UTF-16 offsets; the UTF-8 byte ranges
 //! are kept beside them for Rust callers and never serialised.
 
+use std::borrow::Cow;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use ui_core::{Code, Diagnostic, Record, TextRange};
@@ -60,9 +62,10 @@ pub const TEXT_TYPE: &str = "$text";
 pub struct Node {
     /// `<block id>:<start>`.
     pub id: String,
-    /// The component name, or `$text`. Unknown names are kept as written.
+    /// The component name, or `$text`. Unknown names are kept as written. Borrowed from
+    /// the catalog for the names it knows, so that compiling a node allocates no name.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     /// Props whose values are constants, folded at compile time.
     pub props: Record,
     /// Props (and a text node's `text`) that are evaluated against state.

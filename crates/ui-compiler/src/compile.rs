@@ -1,6 +1,7 @@
 //! Compiling one block (`language.md` §12): declarations, nodes, fallbacks; and resuming
 //! the compile of a growing block from a [`Checkpoint`] of an earlier compile.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -601,6 +602,18 @@ struct Compiler<'a, 'o, 'b, 'c> {
 }
 
 /// The concatenated fallbacks of `nodes`.
+/// `props[key]`: a node has few props, and comparing keys is cheaper than hashing them.
+#[inline]
+fn prop<'v>(props: &'v Record, key: &str) -> Option<&'v Value> {
+    if props.len() > 8 {
+        return props.get(key);
+    }
+    props
+        .iter()
+        .find(|(k, _)| k.as_str() == key)
+        .map(|(_, v)| v)
+}
+
 fn fallbacks(nodes: &[Node]) -> String {
     match nodes {
         [] => String::new(),
@@ -800,7 +813,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         let mut node = Node {
             id: self.sink.node_id(syn.start),
-            kind: String::new(),
+            kind: Cow::Borrowed(""),
             props: Record::default(),
             expressions: IndexMap::new(),
             bindings: IndexMap::new(),
@@ -869,7 +882,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let props = &node.props;
         let mut fallback = node_fallback_with(
             name,
-            |key| props.get(key).or_else(|| evaluated.get(key)),
+            |key| prop(props, key).or_else(|| prop(&evaluated, key)),
             &fallbacks(&node.children),
         );
         if is_blank(&fallback) {
@@ -898,13 +911,13 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     ) -> Result<Option<&'a str>, Failure> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
-                node.kind = TEXT_TYPE.to_owned();
+                node.kind = Cow::Borrowed(TEXT_TYPE);
                 node.props.insert("text".to_owned(), Value::from(*text));
                 node.fallback = (*text).to_owned();
                 return Ok(None);
             }
             SynKind::TextExpr(expr) => {
-                node.kind = TEXT_TYPE.to_owned();
+                node.kind = Cow::Borrowed(TEXT_TYPE);
                 match expr {
                     Some(expr) => {
                         node.expressions.insert("text".to_owned(), expr.clone());
@@ -922,8 +935,12 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             }
             SynKind::Tag { name, props } => (*name, props),
         };
-        node.kind = name.to_owned();
-        let guarded = self.component(node, name, props, parent, evaluated);
+        let component = catalog::lookup(name);
+        node.kind = match component {
+            Some(c) => Cow::Borrowed(c.name()),
+            None => Cow::Owned(name.to_owned()),
+        };
+        let guarded = self.component(node, component, name, props, parent, evaluated);
         match guarded {
             Ok(()) => {}
             Err(f) if is_budget(&f) => return Err(f),
@@ -951,12 +968,13 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     fn component(
         &mut self,
         node: &mut Node,
+        component: Option<&'static Component>,
         name: &str,
         props: &[(&str, Expr)],
         parent: Option<&str>,
         evaluated: &mut Record,
     ) -> Result<(), Failure> {
-        let Some(component) = catalog::lookup(name) else {
+        let Some(component) = component else {
             return Err(failure(
                 Code::UnknownComponent,
                 format!("`{name}` is not a component of the catalog."),

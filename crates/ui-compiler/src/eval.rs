@@ -77,7 +77,7 @@ impl Evaluator<'_, '_> {
         let mut view = ViewNode {
             id: format!("{}{suffix}", node.id),
             source_id: node.id.clone(),
-            kind: node.kind.clone(),
+            kind: String::from(&*node.kind),
             props: Record::default(),
             bindings: IndexMap::new(),
             action: None,

@@ -9,7 +9,9 @@ use memchr::memchr2;
 use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
-use crate::expr::{Expr, Literal, parse_expression, parse_literal, parse_plain_literal};
+use crate::expr::{
+    Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_string,
+};
 
 /// A parsed declaration: `$name = value`.
 #[derive(Debug, Clone)]
@@ -54,6 +56,16 @@ pub(crate) struct SynNode<'s> {
     /// For a tag restored by a resumed parse ([`parse_resumed`]): how many children it had
     /// before the resume point. They precede `children` and are not in this arena.
     pub(crate) reused: usize,
+}
+
+/// A closed quoted prop value.
+struct Quoted {
+    /// The opening quote.
+    start: usize,
+    /// Just after the closing quote.
+    end: usize,
+    /// When no backslash is inside: the UTF-16 length between the quotes.
+    plain_units: Option<u64>,
 }
 
 /// The parse result: declarations, the node arena with its top-level list, diagnostics,
@@ -842,6 +854,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 return self.wait_or(idx, Code::InvalidProp, "Expected a prop value.");
             }
             let value_start = self.pos;
+            let mut plain = None;
             let value: (usize, usize) = match self.b[self.pos] {
                 b'{' => match self.balanced()? {
                     Some(range) => range,
@@ -851,7 +864,10 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     }
                 },
                 q @ (b'"' | b'\'') => match self.quoted(q)? {
-                    Some(range) => range,
+                    Some(quoted) => {
+                        plain = quoted.plain_units;
+                        (quoted.start, quoted.end)
+                    }
                     None => {
                         self.partial_prop(idx, prop, value_start)?;
                         return Ok(());
@@ -871,9 +887,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 ));
             }
             let raw = &self.src[value.0..value.1];
-            let expr = match parse_plain_literal(raw, self.budget) {
-                Some(parsed) => parsed?,
-                None => parse_expression(raw, self.budget)?,
+            let expr = if let Some(units) = plain {
+                plain_string(&raw[1..raw.len() - 1], units, self.budget)?
+            } else {
+                match parse_plain_literal(raw, self.budget) {
+                    Some(parsed) => parsed?,
+                    None => parse_expression(raw, self.budget)?,
+                }
             };
             self.props_of(idx).push((prop, expr));
         }
@@ -906,23 +926,27 @@ impl<'s> Parser<'s, '_, '_, '_> {
         }
     }
 
-    /// Scans a quoted value at `pos`. Returns the byte range including both quotes, or
-    /// `None` (pos at the end) when the quote is still open while streaming. A final block
+    /// Scans a quoted value at `pos`. Returns the value, both quotes included, or `None`
+    /// (pos at the end) when the quote is still open while streaming. A final block
     /// with an open quote fails `incomplete_expression` via the expression lexer.
-    fn quoted(&mut self, q: u8) -> Result<Option<(usize, usize)>, Failure> {
+    fn quoted(&mut self, q: u8) -> Result<Option<Quoted>, Failure> {
         let open = self.pos;
-        self.pos += 1;
-        while self.pos < self.len() {
-            let c = self.b[self.pos];
-            if c == b'\\' {
-                self.pos += 2;
-                continue;
+        let mut at = open + 1;
+        let mut escaped = false;
+        while let Some(i) = memchr2(q, b'\\', self.b.get(at..).unwrap_or_default()) {
+            if self.b[at + i] == q {
+                self.pos = at + i + 1;
+                let units = utf16_len_of_utf8(&self.b[open..self.pos]) as u64;
+                self.budget.step(units)?;
+                return Ok(Some(Quoted {
+                    start: open,
+                    end: self.pos,
+                    plain_units: (!escaped).then(|| units - 2),
+                }));
             }
-            self.pos += 1;
-            if c == q {
-                self.charge(open, self.pos)?;
-                return Ok(Some((open, self.pos)));
-            }
+            // A backslash escapes the byte after it.
+            escaped = true;
+            at += i + 2;
         }
         self.pos = self.len();
         self.charge(open, self.pos)?;

@@ -40,7 +40,21 @@ pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<V
     // The boundary copy: charged in full, but values are immutable, so the scope shares
     // the variables' allocations.
     budget.charge_record(vars)?;
-    evaluate_in_scope(expr, vars, budget)
+    match expr {
+        // A scalar literal (most constant props): what `eval` charges for it at depth 0,
+        // `depth(0)` and a step, then its copy's `depth(0)` and, for a string,
+        // `string(s)`. No depth check can fail at depth 0, so the three steps are one.
+        Expr::Literal(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
+            budget.step(3)?;
+            Ok(value.clone())
+        }
+        Expr::Literal(value @ Value::String(s)) => {
+            budget.step(3)?;
+            budget.string(s)?;
+            Ok(value.clone())
+        }
+        _ => evaluate_in_scope(expr, vars, budget),
+    }
 }
 
 /// Evaluates `expr` against `scope` without the boundary copy: the caller has already copied
@@ -772,7 +786,52 @@ impl<'a> Predicate<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::js_round;
+    use super::{evaluate, evaluate_in_scope, js_round};
+    use crate::expr::Expr;
+    use ui_core::{Budget, FrozenClock, Record, UiLimits, Value};
+
+    /// `evaluate`'s scalar-literal path charges and fails exactly as the interpreter does.
+    #[test]
+    fn scalar_literals_evaluate_as_the_interpreter() {
+        let clock = FrozenClock(0.0);
+        let scalars = [
+            Value::Null,
+            Value::Bool(true),
+            Value::number(-2.5).unwrap(),
+            Value::from(""),
+            Value::from("héllo 😀"),
+        ];
+        let empty = Record::default();
+        let vars = Value::from_json_str(r#"{"$a": [1, "x"], "$b": {"k": null}}"#).unwrap();
+        for value in scalars {
+            let expr = Expr::Literal(value.clone());
+            for vars in [&empty, vars.as_record().unwrap()] {
+                for steps in 1..24 {
+                    for string_length in [1, 2, 6, 100] {
+                        let limits = UiLimits::DEFAULT
+                            .with("steps", steps)
+                            .unwrap()
+                            .with("stringLength", string_length)
+                            .unwrap();
+                        let mut fast = Budget::new(limits, &clock);
+                        let mut general = Budget::new(limits, &clock);
+                        let a = evaluate(&expr, vars, &mut fast);
+                        let b = general
+                            .charge_record(vars)
+                            .and_then(|()| evaluate_in_scope(&expr, vars, &mut general));
+                        match (&a, &b) {
+                            (Ok(a), Ok(b)) => {
+                                assert_eq!(a, b);
+                                assert_eq!(fast.steps(), general.steps());
+                            }
+                            (Err(a), Err(b)) => assert_eq!(a, b),
+                            _ => panic!("{value:?} at {steps} steps: {a:?} but {b:?}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn math_round_semantics() {

@@ -82,23 +82,32 @@ pub(crate) fn parse_plain_literal(
         return None;
     }
     let text = &source[1..source.len() - 1];
-    Some((|| {
-        let units = ui_core::text::utf16_len_of_utf8(inner) as u64;
-        if units + 2 > budget.limits().string_length() {
-            return Err(Failure::new(
-                Code::BudgetExceeded,
-                "The expression is too long.",
-            ));
-        }
-        // The string token: 1 step, one per unit and the closing quote, then the value.
-        budget.step(units + 2)?;
-        budget.string_units(units)?;
-        // `expression(0, 0)`, then the end token's read.
-        guard_depth(budget, 0)?;
-        budget.node()?;
-        budget.step(1)?;
-        Ok(Expr::Literal(Value::from(text)))
-    })())
+    let units = ui_core::text::utf16_len_of_utf8(inner) as u64;
+    Some(plain_string(text, units, budget))
+}
+
+/// [`parse_expression`] of a quoted string whose quote is neither inside it nor escaped and
+/// which holds no backslash: `text` is what stands between the quotes, `units` its
+/// UTF-16 length.
+pub(crate) fn plain_string(
+    text: &str,
+    units: u64,
+    budget: &mut Budget<'_>,
+) -> Result<Expr, Failure> {
+    if units + 2 > budget.limits().string_length() {
+        return Err(Failure::new(
+            Code::BudgetExceeded,
+            "The expression is too long.",
+        ));
+    }
+    // The string token: 1 step, one per unit and the closing quote, then the value.
+    budget.step(units + 2)?;
+    budget.string_units(units)?;
+    // `expression(0, 0)`, then the end token's read.
+    guard_depth(budget, 0)?;
+    budget.node()?;
+    budget.step(1)?;
+    Ok(Expr::Literal(Value::from(text)))
 }
 
 /// [`parse_plain_literal`] of up to 15 ASCII digits.

@@ -601,7 +601,6 @@ struct Compiler<'a, 'o, 'b, 'c> {
     recording: Vec<Recording>,
 }
 
-/// The concatenated fallbacks of `nodes`.
 /// `props[key]`: a node has few props, and comparing keys is cheaper than hashing them.
 #[inline]
 fn prop<'v>(props: &'v Record, key: &str) -> Option<&'v Value> {
@@ -614,6 +613,7 @@ fn prop<'v>(props: &'v Record, key: &str) -> Option<&'v Value> {
         .map(|(_, v)| v)
 }
 
+/// The concatenated fallbacks of `nodes`.
 fn fallbacks(nodes: &[Node]) -> String {
     match nodes {
         [] => String::new(),
@@ -1000,18 +1000,29 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         let empty = Record::default();
         node.props.reserve(props.len());
+        // Whether every constant prop so far has its spec's shape, and how many of them are
+        // required: with no expressions, the schema check then needs no second walk.
+        let mut accepted = true;
+        let mut required = 0;
         for &(prop, ref expr) in props {
+            let spec = component.prop(prop);
             if component.action() == Some(prop) {
                 self.check_action(expr)?;
                 node.expressions.insert(prop.to_owned(), expr.clone());
-            } else if !component.has_prop(prop) {
+            } else if spec.is_none() {
                 let f = failure(
                     Code::RefusedProp,
                     format!("`{name}` has no prop `{prop}`; it was dropped."),
                 );
                 self.node_diag(node, f);
-            } else if expr.is_constant() {
+            } else if let Some(spec) = spec
+                && expr.is_constant()
+            {
                 let v = evaluate(expr, &empty, self.budget)?;
+                if accepted {
+                    accepted = spec.accepts(&v);
+                    required += usize::from(spec.required());
+                }
                 node.props.insert(prop.to_owned(), v);
             } else {
                 node.expressions.insert(prop.to_owned(), expr.clone());
@@ -1030,6 +1041,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             node.props.shift_remove("generated");
             node.props
                 .insert("attachment".to_owned(), Value::from(latest.as_str()));
+            accepted = false;
         }
         if let Some(action) = component.action()
             && node.complete
@@ -1055,7 +1067,9 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         if resolved && node.complete {
             if evaluated.is_empty() {
-                validate(component, &node.props)?;
+                if !(accepted && component.passes_accepted(&node.props, required)) {
+                    validate(component, &node.props)?;
+                }
             } else {
                 let mut checked = node.props.clone();
                 checked.extend(evaluated.iter().map(|(k, v)| (k.clone(), v.clone())));

@@ -245,6 +245,25 @@ fn fail(code: Code, message: impl Into<Box<str>>) -> Failure {
     Failure::new(code, message)
 }
 
+/// The first `<` or `{` of `hay`. Text runs inside a block are mostly short (the line
+/// break between two tags), so the first bytes are looked at one by one before a vector
+/// search, which costs a call and a setup.
+#[inline]
+fn find_tag_or_brace(hay: &[u8]) -> Option<usize> {
+    const SHORT: usize = 16;
+    if let Some(i) = hay.iter().take(SHORT).position(|&c| c == b'<' || c == b'{') {
+        return Some(i);
+    }
+    let rest = hay.get(SHORT..)?;
+    memchr2(b'<', b'{', rest).map(|i| i + SHORT)
+}
+
+/// The ASCII members of W.
+#[inline]
+fn is_ascii_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
+}
+
 #[inline]
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
@@ -420,14 +439,24 @@ impl<'s> Parser<'s, '_, '_, '_> {
     }
 
     /// Skips W, one step per unit.
+    #[inline]
     fn skip_ws(&mut self) -> Result<(), Failure> {
+        match self.b.get(self.pos) {
+            // Most calls: nothing to skip, nothing to charge.
+            None => Ok(()),
+            Some(&b) if b.is_ascii() && !is_ascii_ws(b) => Ok(()),
+            Some(_) => self.skip_ws_run(),
+        }
+    }
+
+    /// [`Parser::skip_ws`] where W may start.
+    fn skip_ws_run(&mut self) -> Result<(), Failure> {
         let from = self.pos;
         // ASCII first: W's other members are rare.
-        while let Some(&b) = self.b.get(self.pos) {
-            match b {
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C => self.pos += 1,
-                _ => break,
-            }
+        while let Some(&b) = self.b.get(self.pos)
+            && is_ascii_ws(b)
+        {
+            self.pos += 1;
         }
         match self.b.get(self.pos) {
             // Nothing skipped and no W next: no charge.
@@ -708,7 +737,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
 
     fn text_run(&mut self) -> Result<(), Failure> {
         let start = self.pos;
-        self.pos = memchr2(b'<', b'{', &self.b[self.pos..]).map_or(self.len(), |i| self.pos + i);
+        self.pos = find_tag_or_brace(&self.b[self.pos..]).map_or(self.len(), |i| self.pos + i);
         self.charge(start, self.pos)?;
         let text = &self.src[start..self.pos];
         let droppable = text.chars().all(is_js_whitespace) && text.contains(['\n', '\r']);

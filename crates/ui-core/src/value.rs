@@ -445,7 +445,9 @@ pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
             "-Infinity"
         });
     }
-    if x.fract() == 0.0 && x.abs() < 1e15 {
+    // (An integer test by a cast: `fract` calls `trunc`, which is a libm call on the
+    // baseline x86-64 target.)
+    if x.abs() < 1e15 && (x as i64) as f64 == x {
         // Fast path: small integers print as themselves, digit by digit.
         let mut digits = [0u8; 16];
         let mut at = digits.len();
@@ -458,8 +460,9 @@ pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
         if x < 0.0 {
             out.write_char('-')?;
         }
-        // ASCII digits only.
-        return out.write_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+        return digits[at..]
+            .iter()
+            .try_for_each(|&d| out.write_char(char::from(d)));
     }
     // Rust's `{:e}` prints the shortest round-trip digits: `d[.ddd]e[-]N`.
     let sci = format!("{:e}", x.abs());

@@ -39,21 +39,32 @@ use super::{MAX_RECURSION, guard_depth, invalid_expression, invalid_value, safe_
 pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<Value, Failure> {
     // The boundary copy: charged in full, but values are immutable, so the scope shares
     // the variables' allocations.
-    budget.charge_record(vars)?;
+    // Without variables, the copy is the empty record's `depth(0)`: one step, and no depth
+    // check can fail at depth 0.
+    let boundary = match vars.is_empty() {
+        true => 1,
+        false => {
+            budget.charge_record(vars)?;
+            0
+        }
+    };
     match expr {
         // A scalar literal (most constant props): what `eval` charges for it at depth 0,
         // `depth(0)` and a step, then its copy's `depth(0)` and, for a string,
-        // `string(s)`. No depth check can fail at depth 0, so the three steps are one.
+        // `string(s)`. The steps before `string` are one lump.
         Expr::Literal(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
-            budget.step(3)?;
+            budget.step(boundary + 3)?;
             Ok(value.clone())
         }
         Expr::Literal(value @ Value::String(s)) => {
-            budget.step(3)?;
+            budget.step(boundary + 3)?;
             budget.string(s)?;
             Ok(value.clone())
         }
-        _ => evaluate_in_scope(expr, vars, budget),
+        _ => {
+            budget.step(boundary)?;
+            evaluate_in_scope(expr, vars, budget)
+        }
     }
 }
 
@@ -790,9 +801,10 @@ mod tests {
     use crate::expr::Expr;
     use ui_core::{Budget, FrozenClock, Record, UiLimits, Value};
 
-    /// `evaluate`'s scalar-literal path charges and fails exactly as the interpreter does.
+    /// `evaluate`'s short paths (scalar literals, no variables) charge and fail exactly as
+    /// the boundary copy and the interpreter do.
     #[test]
-    fn scalar_literals_evaluate_as_the_interpreter() {
+    fn evaluates_short_paths_charge_as_the_interpreter() {
         let clock = FrozenClock(0.0);
         let scalars = [
             Value::Null,
@@ -803,8 +815,12 @@ mod tests {
         ];
         let empty = Record::default();
         let vars = Value::from_json_str(r#"{"$a": [1, "x"], "$b": {"k": null}}"#).unwrap();
-        for value in scalars {
-            let expr = Expr::Literal(value.clone());
+        let mut exprs: Vec<Expr> = scalars.into_iter().map(Expr::Literal).collect();
+        for source in ["$a", "[1, \"xy\"]", "\"a\" + 2", "@Count($a)"] {
+            let mut budget = Budget::new(UiLimits::DEFAULT, &clock);
+            exprs.push(crate::expr::parse_expression(source, &mut budget).unwrap());
+        }
+        for expr in exprs {
             for vars in [&empty, vars.as_record().unwrap()] {
                 for steps in 1..24 {
                     for string_length in [1, 2, 6, 100] {
@@ -825,7 +841,7 @@ mod tests {
                                 assert_eq!(fast.steps(), general.steps());
                             }
                             (Err(a), Err(b)) => assert_eq!(a, b),
-                            _ => panic!("{value:?} at {steps} steps: {a:?} but {b:?}"),
+                            _ => panic!("{expr:?} at {steps} steps: {a:?} but {b:?}"),
                         }
                     }
                 }

@@ -100,11 +100,10 @@ pub(crate) fn plain_string(
             "The expression is too long.",
         ));
     }
-    // The string token: 1 step, one per unit and the closing quote, then the value.
-    budget.step(units + 2)?;
-    budget.string_units(units)?;
-    // `expression(0, 0)`, then the end token's read.
-    guard_depth(budget, 0)?;
+    // The string token: 1 step, one per unit and the closing quote; then the value's
+    // `string`, within the string length (checked above); `expression(0, 0)`: its
+    // `depth(0)`, which cannot fail, and its node; then the end token's read.
+    budget.step(2 * units + 3)?;
     budget.node()?;
     budget.step(1)?;
     Ok(Expr::Literal(Value::from(text)))
@@ -118,9 +117,9 @@ fn plain_integer(source: &str, budget: &mut Budget<'_>) -> Result<Expr, Failure>
             "The expression is too long.",
         ));
     }
-    // The number token's read, `expression(0, 0)`, then the end token's read.
-    budget.step(1)?;
-    guard_depth(budget, 0)?;
+    // The number token's read; `expression(0, 0)`: its `depth(0)`, which cannot fail,
+    // and its node; then the end token's read.
+    budget.step(2)?;
     budget.node()?;
     budget.step(1)?;
     let n = source

@@ -29,7 +29,7 @@ use std::fmt;
 
 use crate::code::Code;
 use crate::diag::Failure;
-use crate::value::Record;
+use crate::value::{Record, Value};
 
 mod check;
 mod table;
@@ -253,6 +253,12 @@ impl PropSpec {
     pub const fn required(&self) -> bool {
         self.required
     }
+
+    /// Whether `value` has the prop's shape: what [`Component::check`] asks of each prop
+    /// on its own.
+    pub fn accepts(&self, value: &Value) -> bool {
+        check::check(self.kind, value).is_ok()
+    }
 }
 
 /// A cross-prop rule, checked after every prop passed.
@@ -376,11 +382,19 @@ impl Component {
             let Some(spec) = self.prop(key) else {
                 return false;
             };
-            if check::check(spec.kind, value).is_err() {
+            if !spec.accepts(value) {
                 return false;
             }
             required += usize::from(spec.required);
         }
+        self.passes_accepted(props, required)
+    }
+
+    /// [`Component::check`]'s verdict on `props` whose keys are all schema props and whose
+    /// values each [`PropSpec::accepts`], `required` of them required props: whether every
+    /// required prop is there and the cross-prop rule holds. For a caller that checked each
+    /// prop as it built the record; on `false`, [`Component::check`] names the failure.
+    pub fn passes_accepted(&self, props: &Record, required: usize) -> bool {
         required == self.props.iter().filter(|p| p.required).count()
             && self
                 .refinement

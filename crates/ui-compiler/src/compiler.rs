@@ -223,8 +223,9 @@ impl Run<'_, '_, '_> {
             id
         };
         if self.blocks.len() as u64 >= reply.blocks() {
-            if let Some(last) = self.blocks.pop() {
-                let mut last = Block::clone(&last);
+            if let Some(last) = self.blocks.last_mut() {
+                // Copied only when the cache shares it (a final call caches nothing).
+                let last = Arc::make_mut(last);
                 let keep = (options.limits.diagnostics() as usize).saturating_sub(1);
                 last.diagnostics.truncate(keep);
                 last.diagnostics.push(reply_diagnostic(
@@ -232,7 +233,6 @@ impl Run<'_, '_, '_> {
                     start,
                     end,
                 ));
-                self.blocks.push(Arc::new(last));
             }
             return false;
         }

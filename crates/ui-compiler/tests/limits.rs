@@ -228,6 +228,21 @@ fn reply_blocks() {
     let fence_len = "```ui\n<Tag>x</Tag>\n```\n".len() as u32;
     assert_eq!(last.diagnostics[0].range.start, 16 * fence_len);
     assert_eq!(last.diagnostics[0].range.end, 17 * fence_len);
+
+    // While streaming, the 16th block is also in the compiler's cache: the refusal goes on
+    // a copy, so the next preview, which reuses the cached block, adds it once again.
+    let streaming = CompileOptions {
+        is_final: false,
+        ..options(UiLimits::DEFAULT)
+    };
+    let mut compiler = UiCompiler::new();
+    let first = compiler.compile(&seventeen, &streaming);
+    let second = compiler.compile(&format!("{seventeen}More prose."), &streaming);
+    for blocks in [&first, &second] {
+        assert_eq!(blocks.len(), 16);
+        assert_eq!(codes(&blocks[15]), [Code::BudgetExceeded]);
+        assert!(blocks[..15].iter().all(|b| b.diagnostics.is_empty()));
+    }
 }
 
 #[test]

@@ -523,7 +523,7 @@ fn compile_body(
     if top_mark == Some(syntax.top.len()) {
         top_to = Some(c.snapshot());
     }
-    c.block.fallback = trimmed(fallbacks(&nodes));
+    c.block.fallback = trimmed(fallbacks(&nodes).into_owned());
     c.block.nodes = nodes;
     let recording = std::mem::take(&mut c.recording);
     let Some(mark) = mark else {
@@ -614,16 +614,16 @@ fn prop<'v>(props: &'v Record, key: &str) -> Option<&'v Value> {
 }
 
 /// The concatenated fallbacks of `nodes`.
-fn fallbacks(nodes: &[Node]) -> String {
+fn fallbacks(nodes: &[Node]) -> Cow<'_, str> {
     match nodes {
-        [] => String::new(),
-        [only] => only.fallback.clone(),
+        [] => Cow::Borrowed(""),
+        [only] => Cow::Borrowed(&only.fallback),
         _ => {
             let mut text = String::with_capacity(nodes.iter().map(|n| n.fallback.len()).sum());
             for n in nodes {
                 text.push_str(&n.fallback);
             }
-            text
+            Cow::Owned(text)
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the compile of a growing block from a [`Checkpoint`] of an earlier compile.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -13,7 +14,7 @@ use ui_core::{
 };
 
 use crate::block::{Block, Node, Query, TEXT_TYPE};
-use crate::expr::{Expr, evaluate};
+use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
 use crate::syntax::{
     Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, Syntax, parse,
@@ -471,9 +472,13 @@ fn compile_body(
     block.diagnostics = std::mem::take(&mut syntax.diagnostics);
     let len16 = block.end;
     let mark = syntax.mark.take().filter(|_| keep);
+    // The prop values leave the syntax for the compile, which moves most of them into the
+    // nodes, and come back for the open tags of the checkpoint.
+    let mut props = std::mem::take(&mut syntax.prop_values);
     let mut c = Compiler {
         source,
         syntax: &syntax,
+        props: &mut props,
         decls: &decls,
         options,
         budget,
@@ -526,6 +531,8 @@ fn compile_body(
     c.block.fallback = trimmed(fallbacks(&nodes).into_owned());
     c.block.nodes = nodes;
     let recording = std::mem::take(&mut c.recording);
+    drop(c);
+    syntax.prop_values = props;
     let Some(mark) = mark else {
         return Ok(Outcome::Done(None));
     };
@@ -584,6 +591,9 @@ struct Restored {
 struct Compiler<'a, 'o, 'b, 'c> {
     source: &'a str,
     syntax: &'a Syntax<'a>,
+    /// The syntax's prop values ([`Syntax::prop_values`]), moved out as the tags compile
+    /// but for those of the tags open at the parser's mark.
+    props: &'b mut Vec<Expr>,
     decls: &'a [Decl],
     options: &'a CompileOptions<'o>,
     budget: &'b mut Budget<'c>,
@@ -842,7 +852,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             evaluated = values;
             *name
         } else {
-            match self.own(&mut node, &mut evaluated, syn, parent)? {
+            match self.own(&mut node, &mut evaluated, syn, parent, level.is_some())? {
                 Some(name) => name,
                 None => return Ok(node),
             }
@@ -908,6 +918,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         evaluated: &mut Record,
         syn: &'a SynNode<'a>,
         parent: Option<&str>,
+        at_mark: bool,
     ) -> Result<Option<&'a str>, Failure> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
@@ -933,14 +944,14 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 }
                 return Ok(None);
             }
-            SynKind::Tag { name, props } => (*name, props),
+            SynKind::Tag { name, props } => (*name, props.clone()),
         };
         let component = catalog::lookup(name);
         node.kind = match component {
             Some(c) => Cow::Borrowed(c.name()),
             None => Cow::Owned(name.to_owned()),
         };
-        let guarded = self.component(node, component, name, props, parent, evaluated);
+        let guarded = self.component(node, component, props, parent, evaluated, at_mark);
         match guarded {
             Ok(()) => {}
             Err(f) if is_budget(&f) => return Err(f),
@@ -969,17 +980,18 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         &mut self,
         node: &mut Node,
         component: Option<&'static Component>,
-        name: &str,
-        props: &[(&str, Expr)],
+        props: Range<usize>,
         parent: Option<&str>,
         evaluated: &mut Record,
+        at_mark: bool,
     ) -> Result<(), Failure> {
         let Some(component) = component else {
             return Err(failure(
                 Code::UnknownComponent,
-                format!("`{name}` is not a component of the catalog."),
+                format!("`{}` is not a component of the catalog.", node.kind),
             ));
         };
+        let name = component.name();
         if let Some(required) = component.parent()
             && parent != Some(required)
         {
@@ -1000,15 +1012,23 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         let empty = Record::default();
         node.props.reserve(props.len());
+        // Only the props of the tags open at the parser's mark are read again (they go into
+        // the checkpoint); the others are moved rather than copied.
+        let moved = !at_mark;
         // Whether every constant prop so far has its spec's shape, and how many of them are
         // required: with no expressions, the schema check then needs no second walk.
         let mut accepted = true;
         let mut required = 0;
-        for &(prop, ref expr) in props {
+        for i in props {
+            let prop = self.syntax.prop_names[i];
+            let expr = match moved {
+                true => std::mem::replace(&mut self.props[i], Expr::Literal(Value::Null)),
+                false => self.props[i].clone(),
+            };
             let spec = component.prop(prop);
             if component.action() == Some(prop) {
-                self.check_action(expr)?;
-                node.expressions.insert(prop.to_owned(), expr.clone());
+                self.check_action(&expr)?;
+                node.expressions.insert(prop.to_owned(), expr);
             } else if spec.is_none() {
                 let f = failure(
                     Code::RefusedProp,
@@ -1018,20 +1038,20 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             } else if let Some(spec) = spec
                 && expr.is_constant()
             {
-                let v = evaluate(expr, &empty, self.budget)?;
+                let v = evaluate_owned(expr, &empty, self.budget)?;
                 if accepted {
                     accepted = spec.accepts(&v);
                     required += usize::from(spec.required());
                 }
                 node.props.insert(prop.to_owned(), v);
             } else {
-                node.expressions.insert(prop.to_owned(), expr.clone());
                 if component.binding() == Some(prop)
                     && let Some(reference) = expr.as_reference()
                     && self.is_local_state(reference)
                 {
                     node.bindings.insert(prop.to_owned(), reference.to_owned());
                 }
+                node.expressions.insert(prop.to_owned(), expr);
             }
         }
         if name == "Image"

@@ -6,8 +6,10 @@
 //! compiler turns into the block's single diagnostic (§12.3).
 
 use memchr::memchr2;
+use std::ops::Range;
+
 use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
-use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
+use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, Value, check_key};
 
 use crate::expr::{
     Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_string,
@@ -38,11 +40,9 @@ pub(crate) enum SynKind<'s> {
     Text(&'s str),
     /// A `{expression}` in text; `None` while the braces are still open (streaming).
     TextExpr(Option<Expr>),
-    /// A tag with its props in written order.
-    Tag {
-        name: &'s str,
-        props: Vec<(&'s str, Expr)>,
-    },
+    /// A tag with its props in written order: `props` indexes [`Syntax::prop_names`] and
+    /// [`Syntax::prop_values`].
+    Tag { name: &'s str, props: Range<usize> },
 }
 
 /// One syntax node; offsets are UTF-8 bytes into the block source.
@@ -74,6 +74,12 @@ struct Quoted {
 pub(crate) struct Syntax<'s> {
     pub(crate) decls: Vec<Decl>,
     pub(crate) nodes: Vec<SynNode<'s>>,
+    /// The prop names of every tag, each tag's in one run (a tag's props are read before
+    /// any other node starts), so that a tag needs no vector of its own.
+    pub(crate) prop_names: Vec<&'s str>,
+    /// The prop values, in step with [`Syntax::prop_names`]: apart so that a compile can
+    /// move them out while it reads the rest of the syntax.
+    pub(crate) prop_values: Vec<Expr>,
     pub(crate) top: Vec<usize>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) mark: Option<Mark>,
@@ -134,33 +140,45 @@ pub(crate) struct OpenTag {
 impl OpenTag {
     /// Detaches the open tag `open` of a parse of `src`, taking its props out of `syntax`.
     pub(crate) fn take(syntax: &mut Syntax<'_>, src: &str, open: OpenAt) -> Option<OpenTag> {
-        let node = &mut syntax.nodes[open.idx];
-        let SynKind::Tag { name, props } = &mut node.kind else {
+        let node = &syntax.nodes[open.idx];
+        let SynKind::Tag { name, props } = &node.kind else {
             return None;
         };
         let offset = |s: &str| s.as_ptr() as usize - src.as_ptr() as usize;
+        let names = syntax.prop_names.get(props.clone())?;
+        // Each expression is moved out; nothing reads the syntax's copy again.
+        let values = syntax.prop_values.get_mut(props.clone())?;
         Some(OpenTag {
             start: node.start,
             end: open.end,
             name_len: name.len(),
-            props: std::mem::take(props)
-                .into_iter()
-                .map(|(prop, expr)| (offset(prop), prop.len(), expr))
+            props: names
+                .iter()
+                .zip(values)
+                .map(|(prop, expr)| {
+                    let expr = std::mem::replace(expr, Expr::Literal(Value::Null));
+                    (offset(prop), prop.len(), expr)
+                })
                 .collect(),
             children: node.reused + open.children,
         })
     }
 
     /// The tag as a syntax node of `src` (which agrees on the tag's bytes with the source it
-    /// was taken from), with its earlier children counted in `reused`.
-    fn restore(self, src: &str) -> Option<SynNode<'_>> {
+    /// was taken from), with its earlier children counted in `reused` and its props pushed
+    /// on the props of `syntax`.
+    fn restore<'s>(self, src: &'s str, syntax: &mut Syntax<'s>) -> Option<SynNode<'s>> {
         let name = src.get(self.start + 1..self.start + 1 + self.name_len)?;
-        let mut props = Vec::with_capacity(self.props.len());
+        let from = syntax.prop_names.len();
         for (at, len, expr) in self.props {
-            props.push((src.get(at..at + len)?, expr));
+            syntax.prop_names.push(src.get(at..at + len)?);
+            syntax.prop_values.push(expr);
         }
         Some(SynNode {
-            kind: SynKind::Tag { name, props },
+            kind: SynKind::Tag {
+                name,
+                props: from..syntax.prop_names.len(),
+            },
             start: self.start,
             end: self.end,
             complete: false,
@@ -317,6 +335,12 @@ pub(crate) fn parse<'s>(
     // literal, hold no node).
     let capacity = node_capacity(&p.b[p.pos..], p.budget.limits().nodes());
     p.out.nodes.reserve_exact(capacity);
+    // Likewise every prop follows a `=`.
+    let props = memchr::memchr_iter(b'=', &p.b[p.pos..])
+        .count()
+        .min(1 << 12);
+    p.out.prop_names.reserve_exact(props);
+    p.out.prop_values.reserve_exact(props);
     p.body()?;
     Ok(p.out)
 }
@@ -349,7 +373,7 @@ pub(crate) fn parse_resumed<'s>(
     let mut p = Parser::new(src, fin, sink, budget, resume.at)?;
     p.marking = marking;
     for tag in resume.open {
-        let Some(node) = tag.restore(src) else {
+        let Some(node) = tag.restore(src, &mut p.out) else {
             return Ok(None);
         };
         let idx = p.out.nodes.len();
@@ -831,10 +855,11 @@ impl<'s> Parser<'s, '_, '_, '_> {
         };
         self.budget.node()?;
         let code_block = name == "CodeBlock";
+        let props = self.out.prop_names.len();
         let idx = self.add_node(
             SynKind::Tag {
                 name,
-                props: Vec::new(),
+                props: props..props,
             },
             start,
             self.pos,
@@ -909,7 +934,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     ));
                 }
             };
-            if self.props_of(idx).iter().any(|(n, _)| *n == prop) {
+            if self.out.prop_names[props..].contains(&prop) {
                 return Err(fail(
                     Code::DuplicateProp,
                     format!("The prop `{prop}` is written twice."),
@@ -924,7 +949,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     None => parse_expression(raw, self.budget)?,
                 }
             };
-            self.props_of(idx).push((prop, expr));
+            self.push_prop(idx, prop, expr);
         }
         let len = self.len();
         self.out.nodes[idx].end = len;
@@ -948,10 +973,12 @@ impl<'s> Parser<'s, '_, '_, '_> {
         Err(fail(code, message))
     }
 
-    fn props_of(&mut self, idx: usize) -> &mut Vec<(&'s str, Expr)> {
-        match &mut self.out.nodes[idx].kind {
-            SynKind::Tag { props, .. } => props,
-            _ => unreachable!("props_of is only called on tags"),
+    /// Adds a prop to the tag `idx`, the tag being read (so its props end the arena).
+    fn push_prop(&mut self, idx: usize, prop: &'s str, expr: Expr) {
+        self.out.prop_names.push(prop);
+        self.out.prop_values.push(expr);
+        if let SynKind::Tag { props, .. } = &mut self.out.nodes[idx].kind {
+            props.end = self.out.prop_names.len();
         }
     }
 
@@ -1003,7 +1030,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
         text.push_str(raw);
         text.push(q as char);
         match parse_expression(&text, self.budget) {
-            Ok(expr) => self.props_of(idx).push((prop, expr)),
+            Ok(expr) => self.push_prop(idx, prop, expr),
             Err(f) if f.code == Code::BudgetExceeded => return Err(f),
             Err(_) => {}
         }

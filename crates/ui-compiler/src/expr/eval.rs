@@ -37,10 +37,47 @@ use super::{MAX_RECURSION, guard_depth, invalid_expression, invalid_value, safe_
 /// assert_eq!(value, Value::from("Ann & Bo!"));
 /// ```
 pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<Value, Failure> {
-    // The boundary copy: charged in full, but values are immutable, so the scope shares
+    // The boundary copy is charged in full, but values are immutable, so the scope shares
     // the variables' allocations.
-    // Without variables, the copy is the empty record's `depth(0)`: one step, and no depth
-    // check can fail at depth 0.
+    match expr {
+        // Most constant props.
+        Expr::Literal(value) if value.is_scalar() => {
+            charge_scalar_literal(value, vars, budget)?;
+            Ok(value.clone())
+        }
+        _ => {
+            budget.charge_record(vars)?;
+            evaluate_in_scope(expr, vars, budget)
+        }
+    }
+}
+
+/// [`evaluate`] of an expression the caller gives away: a scalar literal's value is moved
+/// out rather than copied.
+pub(crate) fn evaluate_owned(
+    expr: Expr,
+    vars: &Record,
+    budget: &mut Budget<'_>,
+) -> Result<Value, Failure> {
+    match expr {
+        Expr::Literal(value) if value.is_scalar() => {
+            charge_scalar_literal(&value, vars, budget)?;
+            Ok(value)
+        }
+        expr => evaluate(&expr, vars, budget),
+    }
+}
+
+/// What [`evaluate`] charges for the scalar literal `value`: the boundary copy of `vars`
+/// (for no variables, the empty record's `depth(0)`: one step), then what `eval` charges at
+/// depth 0, `depth(0)` and a step, and the copy's `depth(0)` and, for a string,
+/// `string(s)`. No depth check can fail at depth 0, so the steps before `string` are one
+/// lump.
+fn charge_scalar_literal(
+    value: &Value,
+    vars: &Record,
+    budget: &mut Budget<'_>,
+) -> Result<(), Failure> {
     let boundary = match vars.is_empty() {
         true => 1,
         false => {
@@ -48,24 +85,11 @@ pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<V
             0
         }
     };
-    match expr {
-        // A scalar literal (most constant props): what `eval` charges for it at depth 0,
-        // `depth(0)` and a step, then its copy's `depth(0)` and, for a string,
-        // `string(s)`. The steps before `string` are one lump.
-        Expr::Literal(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
-            budget.step(boundary + 3)?;
-            Ok(value.clone())
-        }
-        Expr::Literal(value @ Value::String(s)) => {
-            budget.step(boundary + 3)?;
-            budget.string(s)?;
-            Ok(value.clone())
-        }
-        _ => {
-            budget.step(boundary)?;
-            evaluate_in_scope(expr, vars, budget)
-        }
+    budget.step(boundary + 3)?;
+    if let Value::String(s) = value {
+        budget.string(s)?;
     }
+    Ok(())
 }
 
 /// Evaluates `expr` against `scope` without the boundary copy: the caller has already copied

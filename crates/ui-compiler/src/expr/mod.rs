@@ -35,6 +35,7 @@ mod parse;
 use ui_core::{Budget, Code, Failure, is_forbidden_key};
 
 pub use ast::{BinaryOp, Expr, UnaryOp};
+pub(crate) use eval::evaluate_owned;
 pub use eval::{evaluate, evaluate_in_scope};
 #[cfg(test)]
 pub(crate) use literal::tests as literal_tests;

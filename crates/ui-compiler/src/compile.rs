@@ -1011,7 +1011,8 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             ));
         }
         let empty = Record::default();
-        node.props.reserve(props.len());
+        // (Empty until now, so made at its size rather than grown.)
+        node.props = ui_core::record_with_capacity(props.len());
         // Only the props of the tags open at the parser's mark are read again (they go into
         // the checkpoint); the others are moved rather than copied.
         let moved = !at_mark;

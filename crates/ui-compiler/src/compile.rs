@@ -893,7 +893,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let mut fallback = node_fallback_with(
             name,
             |key| prop(props, key).or_else(|| prop(&evaluated, key)),
-            &fallbacks(&node.children),
+            fallbacks(&node.children),
         );
         if is_blank(&fallback) {
             let raw = &self.source[syn.start..syn.end];

@@ -1,19 +1,22 @@
 //! Node fallback text (`catalog.md` §7.2): what a client that cannot draw a node shows.
 
+use std::borrow::Cow;
+
 use ui_core::{Record, Value};
 
 /// The fallback of a node of type `kind` with `props`, given the concatenated fallbacks of
 /// its children (`node_fallback`, `catalog.md` §7.2). Works for unknown types too (they use
 /// the generic rule).
 pub fn node_fallback(kind: &str, props: &Record, children: &str) -> String {
-    node_fallback_with(kind, |key| props.get(key), children)
+    node_fallback_with(kind, |key| props.get(key), Cow::Borrowed(children))
 }
 
-/// [`node_fallback`] over any lookup of the props by name.
+/// [`node_fallback`] over any lookup of the props by name; a text built from the children's
+/// alone reuses `children` when it is owned.
 pub(crate) fn node_fallback_with<'v>(
     kind: &str,
     get: impl Fn(&str) -> Option<&'v Value>,
-    children: &str,
+    children: Cow<'_, str>,
 ) -> String {
     let plain = |key: &str| get(key).map(Value::plain_text).unwrap_or_default();
     let present = |key: &str| get(key).filter(|v| !v.is_null());
@@ -49,22 +52,28 @@ pub(crate) fn node_fallback_with<'v>(
             format!("[Image: {source}]{children}\n")
         }
         _ => {
-            let mut out = String::new();
-            if label_value.is_some() {
-                out.push_str(&label());
-                out.push_str(": ");
-            }
             let target = present("path")
                 .or_else(|| present("sha"))
                 .map(Some)
                 .or_else(|| (kind == "Node" && get("id").is_some()).then(|| get("id")));
-            if let Some(target) = target {
-                if let Some(v) = target {
-                    v.write_plain(&mut out);
+            let mut out = match (label_value, target) {
+                (None, None) => children.into_owned(),
+                _ => {
+                    let mut out = String::new();
+                    if label_value.is_some() {
+                        out.push_str(&label());
+                        out.push_str(": ");
+                    }
+                    if let Some(target) = target {
+                        if let Some(v) = target {
+                            v.write_plain(&mut out);
+                        }
+                        out.push(' ');
+                    }
+                    out.push_str(&children);
+                    out
                 }
-                out.push(' ');
-            }
-            out.push_str(children);
+            };
             if let Some(context) = get("context").filter(|v| v.is_truthy()) {
                 out.push('\n');
                 context.write_plain(&mut out);

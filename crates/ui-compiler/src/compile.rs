@@ -17,7 +17,7 @@ use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
 use crate::syntax::{
-    Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, Syntax, parse,
+    Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, SynProp, Syntax, parse,
     parse_resumed,
 };
 
@@ -474,7 +474,7 @@ fn compile_body(
     let mark = syntax.mark.take().filter(|_| keep);
     // The prop values leave the syntax for the compile, which moves most of them into the
     // nodes, and come back for the open tags of the checkpoint.
-    let mut props = std::mem::take(&mut syntax.prop_values);
+    let mut props = std::mem::take(&mut syntax.props);
     let mut c = Compiler {
         source,
         syntax: &syntax,
@@ -532,7 +532,7 @@ fn compile_body(
     c.block.nodes = nodes;
     let recording = std::mem::take(&mut c.recording);
     drop(c);
-    syntax.prop_values = props;
+    syntax.props = props;
     let Some(mark) = mark else {
         return Ok(Outcome::Done(None));
     };
@@ -554,7 +554,7 @@ fn compile_body(
             },
             _ => None,
         };
-        let Some(tag) = OpenTag::take(&mut syntax, source, at) else {
+        let Some(tag) = OpenTag::take(&mut syntax, at) else {
             return Ok(Outcome::Done(None));
         };
         open.push(OpenLevel { tag, children, own });
@@ -591,9 +591,9 @@ struct Restored {
 struct Compiler<'a, 'o, 'b, 'c> {
     source: &'a str,
     syntax: &'a Syntax<'a>,
-    /// The syntax's prop values ([`Syntax::prop_values`]), moved out as the tags compile
-    /// but for those of the tags open at the parser's mark.
-    props: &'b mut Vec<Expr>,
+    /// The syntax's props ([`Syntax::props`]), whose values are moved out as the tags
+    /// compile but for those of the tags open at the parser's mark.
+    props: &'b mut Vec<SynProp>,
     decls: &'a [Decl],
     options: &'a CompileOptions<'o>,
     budget: &'b mut Budget<'c>,
@@ -1021,10 +1021,10 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let mut accepted = true;
         let mut required = 0;
         for i in props {
-            let prop = self.syntax.prop_names[i];
+            let prop = self.props[i].name(self.source);
             let expr = match moved {
-                true => std::mem::replace(&mut self.props[i], Expr::Literal(Value::Null)),
-                false => self.props[i].clone(),
+                true => std::mem::replace(&mut self.props[i].value, Expr::Literal(Value::Null)),
+                false => self.props[i].value.clone(),
             };
             let spec = component.prop(prop);
             if component.action() == Some(prop) {

@@ -40,9 +40,25 @@ pub(crate) enum SynKind<'s> {
     Text(&'s str),
     /// A `{expression}` in text; `None` while the braces are still open (streaming).
     TextExpr(Option<Expr>),
-    /// A tag with its props in written order: `props` indexes [`Syntax::prop_names`] and
-    /// [`Syntax::prop_values`].
+    /// A tag with its props in written order: `props` indexes [`Syntax::props`].
     Tag { name: &'s str, props: Range<usize> },
+}
+
+/// One prop of a tag.
+#[derive(Debug, Clone)]
+pub(crate) struct SynProp {
+    /// Where its name starts in the block source (bytes).
+    pub(crate) at: usize,
+    /// The length of its name (bytes).
+    pub(crate) len: usize,
+    pub(crate) value: Expr,
+}
+
+impl SynProp {
+    /// The prop's name in `src`, the block source it was read from.
+    pub(crate) fn name<'s>(&self, src: &'s str) -> &'s str {
+        src.get(self.at..self.at + self.len).unwrap_or_default()
+    }
 }
 
 /// One syntax node; offsets are UTF-8 bytes into the block source.
@@ -74,12 +90,11 @@ struct Quoted {
 pub(crate) struct Syntax<'s> {
     pub(crate) decls: Vec<Decl>,
     pub(crate) nodes: Vec<SynNode<'s>>,
-    /// The prop names of every tag, each tag's in one run (a tag's props are read before
-    /// any other node starts), so that a tag needs no vector of its own.
-    pub(crate) prop_names: Vec<&'s str>,
-    /// The prop values, in step with [`Syntax::prop_names`]: apart so that a compile can
-    /// move them out while it reads the rest of the syntax.
-    pub(crate) prop_values: Vec<Expr>,
+    /// The props of every tag, each tag's in one run (a tag's props are read before any
+    /// other node starts), so that a tag needs no vector of its own. Their names are byte
+    /// ranges rather than borrowed strings, so that a compile can take the vector (and move
+    /// the values out) while it reads the rest of the syntax.
+    pub(crate) props: Vec<SynProp>,
     pub(crate) top: Vec<usize>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) mark: Option<Mark>,
@@ -131,33 +146,30 @@ pub(crate) struct OpenTag {
     pub(crate) end: usize,
     /// The length of the tag name, which follows the `<`.
     pub(crate) name_len: usize,
-    /// Each prop's name (offset and length) and value, in written order.
-    pub(crate) props: Vec<(usize, usize, Expr)>,
+    /// Its props, in written order.
+    pub(crate) props: Vec<SynProp>,
     /// How many children the tag had before the mark.
     pub(crate) children: usize,
 }
 
 impl OpenTag {
     /// Detaches the open tag `open` of a parse of `src`, taking its props out of `syntax`.
-    pub(crate) fn take(syntax: &mut Syntax<'_>, src: &str, open: OpenAt) -> Option<OpenTag> {
+    pub(crate) fn take(syntax: &mut Syntax<'_>, open: OpenAt) -> Option<OpenTag> {
         let node = &syntax.nodes[open.idx];
         let SynKind::Tag { name, props } = &node.kind else {
             return None;
         };
-        let offset = |s: &str| s.as_ptr() as usize - src.as_ptr() as usize;
-        let names = syntax.prop_names.get(props.clone())?;
-        // Each expression is moved out; nothing reads the syntax's copy again.
-        let values = syntax.prop_values.get_mut(props.clone())?;
+        // Each value is moved out; nothing reads the syntax's copy again.
+        let props = syntax.props.get_mut(props.clone())?;
         Some(OpenTag {
             start: node.start,
             end: open.end,
             name_len: name.len(),
-            props: names
-                .iter()
-                .zip(values)
-                .map(|(prop, expr)| {
-                    let expr = std::mem::replace(expr, Expr::Literal(Value::Null));
-                    (offset(prop), prop.len(), expr)
+            props: props
+                .iter_mut()
+                .map(|prop| SynProp {
+                    value: std::mem::replace(&mut prop.value, Expr::Literal(Value::Null)),
+                    ..*prop
                 })
                 .collect(),
             children: node.reused + open.children,
@@ -169,15 +181,15 @@ impl OpenTag {
     /// on the props of `syntax`.
     fn restore<'s>(self, src: &'s str, syntax: &mut Syntax<'s>) -> Option<SynNode<'s>> {
         let name = src.get(self.start + 1..self.start + 1 + self.name_len)?;
-        let from = syntax.prop_names.len();
-        for (at, len, expr) in self.props {
-            syntax.prop_names.push(src.get(at..at + len)?);
-            syntax.prop_values.push(expr);
+        let from = syntax.props.len();
+        for prop in self.props {
+            src.get(prop.at..prop.at + prop.len)?;
+            syntax.props.push(prop);
         }
         Some(SynNode {
             kind: SynKind::Tag {
                 name,
-                props: from..syntax.prop_names.len(),
+                props: from..syntax.props.len(),
             },
             start: self.start,
             end: self.end,
@@ -339,8 +351,7 @@ pub(crate) fn parse<'s>(
     let props = memchr::memchr_iter(b'=', &p.b[p.pos..])
         .count()
         .min(1 << 12);
-    p.out.prop_names.reserve_exact(props);
-    p.out.prop_values.reserve_exact(props);
+    p.out.props.reserve_exact(props);
     p.body()?;
     Ok(p.out)
 }
@@ -855,7 +866,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
         };
         self.budget.node()?;
         let code_block = name == "CodeBlock";
-        let props = self.out.prop_names.len();
+        let props = self.out.props.len();
         let idx = self.add_node(
             SynKind::Tag {
                 name,
@@ -934,7 +945,10 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     ));
                 }
             };
-            if self.out.prop_names[props..].contains(&prop) {
+            if self.out.props[props..]
+                .iter()
+                .any(|p| p.name(self.src) == prop)
+            {
                 return Err(fail(
                     Code::DuplicateProp,
                     format!("The prop `{prop}` is written twice."),
@@ -975,10 +989,14 @@ impl<'s> Parser<'s, '_, '_, '_> {
 
     /// Adds a prop to the tag `idx`, the tag being read (so its props end the arena).
     fn push_prop(&mut self, idx: usize, prop: &'s str, expr: Expr) {
-        self.out.prop_names.push(prop);
-        self.out.prop_values.push(expr);
+        let at = prop.as_ptr() as usize - self.src.as_ptr() as usize;
+        self.out.props.push(SynProp {
+            at,
+            len: prop.len(),
+            value: expr,
+        });
         if let SynKind::Tag { props, .. } = &mut self.out.nodes[idx].kind {
-            props.end = self.out.prop_names.len();
+            props.end = self.out.props.len();
         }
     }
 

@@ -216,7 +216,16 @@ impl Expr {
     /// Whether this is a constant expression (`language.md` §10.3): a literal, an array of
     /// constants, a record of constant values, or a unary `-` or `+` of a constant.
     /// (`!true` and `1 + 2` are not constant.)
+    #[inline]
     pub fn is_constant(&self) -> bool {
+        match self {
+            Expr::Literal(_) => true,
+            _ => self.is_constant_compound(),
+        }
+    }
+
+    /// [`Expr::is_constant`] of anything but a literal.
+    fn is_constant_compound(&self) -> bool {
         match self {
             Expr::Literal(_) => true,
             Expr::Array(items) => items.iter().all(Expr::is_constant),

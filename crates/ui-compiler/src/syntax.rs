@@ -12,7 +12,8 @@ use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, Value, check_key};
 
 use crate::expr::{
-    Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_string,
+    Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_integer,
+    plain_string,
 };
 
 /// A parsed declaration: `$name = value`.
@@ -257,11 +258,12 @@ const DECLARATION_SPECIAL: [bool; 256] = {
 
 #[cfg(test)]
 thread_local! {
-    /// Set by tests to parse every declaration with the full path.
+    /// Set by tests to parse every declaration and prop value with the full path.
     pub(crate) static FULL_PATH_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether declarations try the literal fast path ([`parse_literal`]) first.
+/// Whether declarations try the literal fast path ([`parse_literal`]) first, and prop
+/// values theirs (plain strings and integers).
 #[inline]
 fn fast_literals() -> bool {
     #[cfg(test)]
@@ -800,6 +802,26 @@ impl<'s> Parser<'s, '_, '_, '_> {
         Ok(())
     }
 
+    /// A `{digits}` value at `pos` (which is `{`), of 1 to 15 ASCII digits: what
+    /// [`Parser::balanced`] does for it (the digits and the `}` charged one step each),
+    /// without its loop. Returns the digits' byte range, or `None` (nothing read) for
+    /// anything else.
+    fn braced_integer(&mut self) -> Result<Option<(usize, usize)>, Failure> {
+        let from = self.pos + 1;
+        let rest = self.b.get(from..).unwrap_or_default();
+        let digits = rest
+            .iter()
+            .take(16)
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits == 0 || digits > 15 || rest.get(digits) != Some(&b'}') {
+            return Ok(None);
+        }
+        self.pos = from + digits + 1;
+        self.budget.step(digits as u64 + 1)?;
+        Ok(Some((from, from + digits)))
+    }
+
     /// Reads a balanced `{…}` body at `pos` (which is `{`). Returns the body's byte range,
     /// or `None` when input ended first while streaming.
     fn balanced(&mut self) -> Result<Option<(usize, usize)>, Failure> {
@@ -919,18 +941,26 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 return self.wait_or(idx, Code::InvalidProp, "Expected a prop value.");
             }
             let value_start = self.pos;
+            let fast = fast_literals();
             let mut plain = None;
+            let mut integer = false;
             let value: (usize, usize) = match self.b[self.pos] {
-                b'{' => match self.balanced()? {
-                    Some(range) => range,
-                    None => {
-                        self.out.nodes[idx].end = self.len();
-                        return Ok(());
+                b'{' => match if fast { self.braced_integer()? } else { None } {
+                    Some(range) => {
+                        integer = true;
+                        range
                     }
+                    None => match self.balanced()? {
+                        Some(range) => range,
+                        None => {
+                            self.out.nodes[idx].end = self.len();
+                            return Ok(());
+                        }
+                    },
                 },
                 q @ (b'"' | b'\'') => match self.quoted(q)? {
                     Some(quoted) => {
-                        plain = quoted.plain_units;
+                        plain = quoted.plain_units.filter(|_| fast);
                         (quoted.start, quoted.end)
                     }
                     None => {
@@ -957,8 +987,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
             let raw = &self.src[value.0..value.1];
             let expr = if let Some(units) = plain {
                 plain_string(&raw[1..raw.len() - 1], units, self.budget)?
+            } else if integer {
+                plain_integer(raw, self.budget)?
             } else {
-                match parse_plain_literal(raw, self.budget) {
+                match fast
+                    .then(|| parse_plain_literal(raw, self.budget))
+                    .flatten()
+                {
                     Some(parsed) => parsed?,
                     None => parse_expression(raw, self.budget)?,
                 }

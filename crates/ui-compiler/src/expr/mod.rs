@@ -41,7 +41,7 @@ pub use eval::{evaluate, evaluate_in_scope};
 pub(crate) use literal::tests as literal_tests;
 pub(crate) use literal::{Literal, parse_literal};
 pub use parse::parse_expression;
-pub(crate) use parse::{parse_plain_literal, plain_string};
+pub(crate) use parse::{parse_plain_literal, plain_integer, plain_string};
 
 /// Hard cap on parser and evaluator recursion, whatever the `depth` limit says, so that an
 /// absurdly high limit cannot overflow the stack. Exceeding it fails `budget_exceeded`

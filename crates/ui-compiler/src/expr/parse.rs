@@ -109,8 +109,8 @@ pub(crate) fn plain_string(
     Ok(Expr::Literal(Value::from(text)))
 }
 
-/// [`parse_plain_literal`] of up to 15 ASCII digits.
-fn plain_integer(source: &str, budget: &mut Budget<'_>) -> Result<Expr, Failure> {
+/// [`parse_plain_literal`] of 1 to 15 ASCII digits.
+pub(crate) fn plain_integer(source: &str, budget: &mut Budget<'_>) -> Result<Expr, Failure> {
     if source.len() as u64 > budget.limits().string_length() {
         return Err(Failure::new(
             Code::BudgetExceeded,

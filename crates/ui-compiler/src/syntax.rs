@@ -52,6 +52,7 @@ pub(crate) struct SynProp {
     pub(crate) at: usize,
     /// The length of its name (bytes).
     pub(crate) len: usize,
+    /// Its value (a literal `null` once a compile has moved it out).
     pub(crate) value: Expr,
 }
 
@@ -154,7 +155,7 @@ pub(crate) struct OpenTag {
 }
 
 impl OpenTag {
-    /// Detaches the open tag `open` of a parse of `src`, taking its props out of `syntax`.
+    /// Detaches the open tag `open` of a parse, taking its props' values out of `syntax`.
     pub(crate) fn take(syntax: &mut Syntax<'_>, open: OpenAt) -> Option<OpenTag> {
         let node = &syntax.nodes[open.idx];
         let SynKind::Tag { name, props } = &node.kind else {

@@ -8,7 +8,9 @@
 use memchr::memchr2;
 use std::ops::Range;
 
-use ui_core::text::{Utf16Map, is_js_whitespace, trim_js, utf16_len, utf16_len_of_utf8};
+use ui_core::text::{
+    Utf16Map, is_js_whitespace, push_decimal, trim_js, utf16_len, utf16_len_of_utf8,
+};
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, Value, check_key};
 
 use crate::expr::{
@@ -986,18 +988,18 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 ));
             }
             let raw = &self.src[value.0..value.1];
-            let expr = if let Some(units) = plain {
-                plain_string(&raw[1..raw.len() - 1], units, self.budget)?
+            let quick = if let Some(units) = plain {
+                plain_string(&raw[1..raw.len() - 1], units, self.budget)
             } else if integer {
-                plain_integer(raw, self.budget)?
+                plain_integer(raw, self.budget)
+            } else if fast {
+                parse_plain_literal(raw, self.budget)
             } else {
-                match fast
-                    .then(|| parse_plain_literal(raw, self.budget))
-                    .flatten()
-                {
-                    Some(parsed) => parsed?,
-                    None => parse_expression(raw, self.budget)?,
-                }
+                None
+            };
+            let expr = match quick {
+                Some(parsed) => parsed?,
+                None => parse_expression(raw, self.budget)?,
             };
             self.push_prop(idx, prop, expr);
         }
@@ -1188,23 +1190,6 @@ impl<'s> Parser<'s, '_, '_, '_> {
             }
         }
         Ok(())
-    }
-}
-
-/// Appends `n` in decimal (what `format!("{n}")` writes, without the formatting machinery).
-pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
     }
 }
 

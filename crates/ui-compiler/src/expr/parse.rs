@@ -71,7 +71,7 @@ pub(crate) fn parse_plain_literal(
 ) -> Option<Result<Expr, Failure>> {
     let bytes = source.as_bytes();
     if !bytes.is_empty() && bytes.len() <= 15 && bytes.iter().all(u8::is_ascii_digit) {
-        return Some(plain_integer(source, budget));
+        return plain_integer(source, budget);
     }
     let (&quote, rest) = bytes.split_first()?;
     let (&close, inner) = rest.split_last()?;
@@ -83,49 +83,54 @@ pub(crate) fn parse_plain_literal(
     }
     let text = &source[1..source.len() - 1];
     let units = ui_core::text::utf16_len_of_utf8(inner) as u64;
-    Some(plain_string(text, units, budget))
+    plain_string(text, units, budget)
 }
 
 /// [`parse_expression`] of a quoted string whose quote is neither inside it nor escaped and
 /// which holds no backslash: `text` is what stands between the quotes, `units` its
-/// UTF-16 length.
+/// UTF-16 length. `None` when a check on the way could fail: the full path then fails
+/// where and as it always does, with the same counters.
 pub(crate) fn plain_string(
     text: &str,
     units: u64,
     budget: &mut Budget<'_>,
-) -> Result<Expr, Failure> {
-    if units + 2 > budget.limits().string_length() {
-        return Err(Failure::new(
-            Code::BudgetExceeded,
-            "The expression is too long.",
-        ));
-    }
-    // The string token: 1 step, one per unit and the closing quote; then the value's
-    // `string`, within the string length (checked above); `expression(0, 0)`: its
-    // `depth(0)`, which cannot fail, and its node; then the end token's read.
-    budget.step(2 * units + 3)?;
-    budget.node()?;
-    budget.step(1)?;
-    Ok(Expr::Literal(Value::from(text)))
+) -> Option<Result<Expr, Failure>> {
+    // The string token: 1 step, one per unit and the closing quote; the value's `string`;
+    // `expression(0, 0)`: its `depth(0)`, and its node with its step; then the end token's
+    // read.
+    let fits = units + 2 <= budget.limits().string_length();
+    charged(fits, 2 * units + 5, budget).map(|r| r.map(|()| Expr::Literal(Value::from(text))))
 }
 
-/// [`parse_plain_literal`] of 1 to 15 ASCII digits.
-pub(crate) fn plain_integer(source: &str, budget: &mut Budget<'_>) -> Result<Expr, Failure> {
-    if source.len() as u64 > budget.limits().string_length() {
-        return Err(Failure::new(
-            Code::BudgetExceeded,
-            "The expression is too long.",
-        ));
+/// [`plain_string`] of 1 to 15 ASCII digits.
+pub(crate) fn plain_integer(
+    source: &str,
+    budget: &mut Budget<'_>,
+) -> Option<Result<Expr, Failure>> {
+    // The number token's read; `expression(0, 0)`: its `depth(0)`, and its node with its
+    // step; then the end token's read.
+    let fits = source.len() as u64 <= budget.limits().string_length();
+    let value = || {
+        let n = source
+            .bytes()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        Expr::Literal(Value::number(n as f64).unwrap_or_default())
+    };
+    charged(fits, 4, budget).map(|r| r.map(|()| value()))
+}
+
+/// Charges `steps` steps (those of the node included) and one node as one lump when the string check passed (`fits`)
+/// and the lump fits the limits; `None` (nothing charged) otherwise. `Some(Err)` is a time
+/// failure only.
+fn charged(fits: bool, steps: u64, budget: &mut Budget<'_>) -> Option<Result<(), Failure>> {
+    if !fits {
+        return None;
     }
-    // The number token's read; `expression(0, 0)`: its `depth(0)`, which cannot fail,
-    // and its node; then the end token's read.
-    budget.step(2)?;
-    budget.node()?;
-    budget.step(1)?;
-    let n = source
-        .bytes()
-        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-    Ok(Expr::Literal(Value::number(n as f64).unwrap_or_default()))
+    match budget.replay(steps, 0, 1) {
+        Ok(true) => Some(Ok(())),
+        Ok(false) => None,
+        Err(f) => Some(Err(f)),
+    }
 }
 
 /// Keys of a record literal checked for duplicates by a scan before a set is built.
@@ -333,9 +338,9 @@ mod tests {
     }
 
     proptest! {
-        /// Wherever the fast path answers, it answers what the lexer and parser do (the
-        /// same value, or the same failure), with the same charges, under limits tight
-        /// enough to fail on the way.
+        /// Wherever the fast path answers, it answers what the lexer and parser do, with the
+        /// same charges; under limits tight enough to fail on the way, it leaves the
+        /// failure to them.
         #[test]
         fn plain_literals_parse_as_the_full_path(
             source in prop_oneof![
@@ -356,13 +361,14 @@ mod tests {
                 .with("stringLength", string_length).unwrap();
             let (fast, fast_steps, fast_nodes) = run(&source, limits, true);
             if let Some(fast) = fast {
+                // The fast path answers only where nothing on the way fails.
+                prop_assert!(fast.is_ok());
                 let (full, full_steps, full_nodes) = run(&source, limits, false);
-                let passed = fast.is_ok();
                 prop_assert_eq!(Some(fast), full);
-                // After a failure the block is over, and what was charged no longer counts.
-                if passed {
-                    prop_assert_eq!((fast_steps, fast_nodes), (full_steps, full_nodes));
-                }
+                prop_assert_eq!((fast_steps, fast_nodes), (full_steps, full_nodes));
+            } else {
+                // Nothing charged before the full path takes over.
+                prop_assert_eq!((fast_steps, fast_nodes), (0, 0));
             }
         }
     }

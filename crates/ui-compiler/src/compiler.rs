@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use ui_core::text::{truncate_utf16, utf16_len_of_utf8};
+use ui_core::text::{push_decimal, truncate_utf16, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
 use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_with};
 use crate::fence::{Fence, scan_fences_with};
-use crate::syntax::push_decimal;
 
 /// Converts byte offsets of the reply to UTF-16 offsets, moving forward only.
 struct Cursor<'t> {

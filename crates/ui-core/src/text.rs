@@ -38,6 +38,28 @@ pub fn is_blank(s: &str) -> bool {
     s.chars().all(is_js_whitespace)
 }
 
+/// Writes `n` in decimal (what `format!("{n}")` writes, without the formatting machinery).
+pub fn write_decimal<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits[at..]
+        .iter()
+        .try_for_each(|&d| out.write_char(char::from(d)))
+}
+
+/// [`write_decimal`] into a `String`, which cannot fail.
+pub fn push_decimal(out: &mut String, n: u64) {
+    let _ = write_decimal(out, n);
+}
+
 /// Length of `s` in UTF-16 code units (JS `string.length`).
 #[inline]
 pub fn utf16_len(s: &str) -> usize {
@@ -163,6 +185,15 @@ impl Utf16Map {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_are_what_format_writes() {
+        for n in [0, 7, 10, 99, 100, 1_234_567_890, u64::MAX] {
+            let mut out = String::from("x");
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+    }
 
     #[test]
     fn whitespace_class_matches_js() {

@@ -449,20 +449,10 @@ pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
     // baseline x86-64 target.)
     if x.abs() < 1e15 && (x as i64) as f64 == x {
         // Fast path: small integers print as themselves, digit by digit.
-        let mut digits = [0u8; 16];
-        let mut at = digits.len();
-        let mut n = x.abs() as u64;
-        while n > 0 {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-        }
         if x < 0.0 {
             out.write_char('-')?;
         }
-        return digits[at..]
-            .iter()
-            .try_for_each(|&d| out.write_char(char::from(d)));
+        return crate::text::write_decimal(out, x.abs() as u64);
     }
     // Rust's `{:e}` prints the shortest round-trip digits: `d[.ddd]e[-]N`.
     let sci = format!("{:e}", x.abs());

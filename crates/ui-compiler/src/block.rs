@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use ui_core::{Code, Diagnostic, Record, TextRange};
+use ui_core::{Code, Diagnostic, PropMap, Props, Record, TextRange};
 
 use crate::expr::Expr;
 
@@ -67,11 +67,11 @@ pub struct Node {
     #[serde(rename = "type")]
     pub kind: Cow<'static, str>,
     /// Props whose values are constants, folded at compile time.
-    pub props: Record,
+    pub props: Props,
     /// Props (and a text node's `text`) that are evaluated against state.
-    pub expressions: IndexMap<String, Expr>,
+    pub expressions: PropMap<Expr>,
     /// Bound props: prop name to the `$name` of local state it writes.
-    pub bindings: IndexMap<String, String>,
+    pub bindings: PropMap<String>,
     /// Child nodes.
     pub children: Vec<Node>,
     /// Whether the node's closing tag (or `/>`) arrived.

@@ -9,8 +9,8 @@ use indexmap::IndexMap;
 use ui_core::catalog::{self, Component};
 use ui_core::text::{Utf16Map, is_blank, trim_js, truncate_utf16, utf16_len};
 use ui_core::{
-    Budget, CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, ReplyLimits, SystemClock,
-    TextRange, UiHostLimits, UiLimits, Value,
+    Budget, CATALOG_VERSION, Clock, Code, Diagnostic, Failure, PropMap, Props, Record, ReplyLimits,
+    SystemClock, TextRange, UiHostLimits, UiLimits, Value,
 };
 
 use crate::block::{Block, Node, Query, TEXT_TYPE};
@@ -143,7 +143,7 @@ struct Segment {
 struct OpenLevel {
     tag: OpenTag,
     children: Segment,
-    own: Option<(Segment, Record)>,
+    own: Option<(Segment, Props)>,
 }
 
 /// What a compile of a block leaves so that the next compile of a source extending it can
@@ -406,7 +406,7 @@ struct Recording {
     from: Option<Point>,
     to: Option<Point>,
     incomplete: bool,
-    evaluated: Option<Record>,
+    evaluated: Option<Props>,
 }
 
 /// Steps of §12 after the initial block (whose `complete` is the compile's `final`): parse
@@ -582,7 +582,7 @@ struct Restored {
     /// The tag's node in the previous block, without children.
     node: Node,
     /// The compile of the tag itself, if it was incomplete, and its expressions' values.
-    own: Option<(Segment, Record)>,
+    own: Option<(Segment, Props)>,
     /// Its finished children and their compile.
     finished: Vec<Node>,
     children: Segment,
@@ -609,18 +609,6 @@ struct Compiler<'a, 'o, 'b, 'c> {
     /// children for this compile's checkpoint.
     mark: &'a [OpenAt],
     recording: Vec<Recording>,
-}
-
-/// `props[key]`: a node has few props, and comparing keys is cheaper than hashing them.
-#[inline]
-fn prop<'v>(props: &'v Record, key: &str) -> Option<&'v Value> {
-    if props.len() > 8 {
-        return props.get(key);
-    }
-    props
-        .iter()
-        .find(|(k, _)| k.as_str() == key)
-        .map(|(_, v)| v)
 }
 
 /// The concatenated fallbacks of `nodes`.
@@ -824,9 +812,9 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let mut node = Node {
             id: self.sink.node_id(syn.start),
             kind: Cow::Borrowed(""),
-            props: Record::default(),
-            expressions: IndexMap::new(),
-            bindings: IndexMap::new(),
+            props: Props::new(),
+            expressions: PropMap::new(),
+            bindings: PropMap::new(),
             children: Vec::new(),
             complete: syn.complete,
             fallback: String::new(),
@@ -837,7 +825,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         };
         // The values of the node's expressions in the defaults; with `node.props`, what
         // the fallback text reads.
-        let mut evaluated = Record::default();
+        let mut evaluated = Props::new();
         let name = if replayed
             && let (Some(r), SynKind::Tag { name, .. }) = (&mut restored, &syn.kind)
             && let Some((segment, values)) = r.own.take()
@@ -892,7 +880,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let props = &node.props;
         let mut fallback = node_fallback_with(
             name,
-            |key| prop(props, key).or_else(|| prop(&evaluated, key)),
+            |key| props.get(key).or_else(|| evaluated.get(key)),
             fallbacks(&node.children),
         );
         if is_blank(&fallback) {
@@ -915,7 +903,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     fn own(
         &mut self,
         node: &mut Node,
-        evaluated: &mut Record,
+        evaluated: &mut Props,
         syn: &'a SynNode<'a>,
         parent: Option<&str>,
         at_mark: bool,
@@ -923,7 +911,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
                 node.kind = Cow::Borrowed(TEXT_TYPE);
-                node.props.insert("text".to_owned(), Value::from(*text));
+                node.props.insert("text", Value::from(*text));
                 node.fallback = (*text).to_owned();
                 return Ok(None);
             }
@@ -931,7 +919,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 node.kind = Cow::Borrowed(TEXT_TYPE);
                 match expr {
                     Some(expr) => {
-                        node.expressions.insert("text".to_owned(), expr.clone());
+                        node.expressions.insert("text", expr.clone());
                         node.fallback = match evaluate(expr, &self.block.defaults, self.budget) {
                             Ok(v) => v.plain_text(),
                             Err(f) if is_budget(&f) => return Err(f),
@@ -939,7 +927,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                         };
                     }
                     None => {
-                        node.props.insert("text".to_owned(), Value::from(""));
+                        node.props.insert("text", Value::from(""));
                     }
                 }
                 return Ok(None);
@@ -982,7 +970,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         component: Option<&'static Component>,
         props: Range<usize>,
         parent: Option<&str>,
-        evaluated: &mut Record,
+        evaluated: &mut Props,
         at_mark: bool,
     ) -> Result<(), Failure> {
         let Some(component) = component else {
@@ -1012,7 +1000,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         let empty = Record::default();
         // (Empty until now, so made at its size rather than grown.)
-        node.props = ui_core::record_with_capacity(props.len());
+        node.props = Props::with_capacity(props.len());
         // Only the props of the tags open at the parser's mark are read again (they go into
         // the checkpoint); the others are moved rather than copied.
         let moved = !at_mark;
@@ -1026,33 +1014,36 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 true => std::mem::replace(&mut self.props[i].value, Expr::Literal(Value::Null)),
                 false => self.props[i].value.clone(),
             };
-            let spec = component.prop(prop);
-            if component.action() == Some(prop) {
+            // (Keys are the catalog's names, so that the maps borrow them.)
+            if let Some(action) = component.action()
+                && action == prop
+            {
                 self.check_action(&expr)?;
-                node.expressions.insert(prop.to_owned(), expr);
-            } else if spec.is_none() {
+                node.expressions.insert(action, expr);
+            } else if let Some(spec) = component.prop(prop) {
+                let key = spec.name();
+                if expr.is_constant() {
+                    let v = evaluate_owned(expr, &empty, self.budget)?;
+                    if accepted {
+                        accepted = spec.accepts(&v);
+                        required += usize::from(spec.required());
+                    }
+                    node.props.insert(key, v);
+                } else {
+                    if component.binding() == Some(key)
+                        && let Some(reference) = expr.as_reference()
+                        && self.is_local_state(reference)
+                    {
+                        node.bindings.insert(key, reference.to_owned());
+                    }
+                    node.expressions.insert(key, expr);
+                }
+            } else {
                 let f = failure(
                     Code::RefusedProp,
                     format!("`{name}` has no prop `{prop}`; it was dropped."),
                 );
                 self.node_diag(node, f);
-            } else if let Some(spec) = spec
-                && expr.is_constant()
-            {
-                let v = evaluate_owned(expr, &empty, self.budget)?;
-                if accepted {
-                    accepted = spec.accepts(&v);
-                    required += usize::from(spec.required());
-                }
-                node.props.insert(prop.to_owned(), v);
-            } else {
-                if component.binding() == Some(prop)
-                    && let Some(reference) = expr.as_reference()
-                    && self.is_local_state(reference)
-                {
-                    node.bindings.insert(prop.to_owned(), reference.to_owned());
-                }
-                node.expressions.insert(prop.to_owned(), expr);
             }
         }
         if name == "Image"
@@ -1061,7 +1052,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         {
             node.props.shift_remove("generated");
             node.props
-                .insert("attachment".to_owned(), Value::from(latest.as_str()));
+                .insert("attachment", Value::from(latest.as_str()));
             accepted = false;
         }
         if let Some(action) = component.action()
@@ -1074,8 +1065,8 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             ));
         }
         let mut resolved = true;
-        for (prop, expr) in &node.expressions {
-            if component.action() == Some(prop.as_str()) {
+        for (prop, expr) in node.expressions.as_slice() {
+            if component.action() == Some(prop) {
                 continue;
             }
             match evaluate(expr, &self.block.defaults, self.budget) {
@@ -1093,7 +1084,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 }
             } else {
                 let mut checked = node.props.clone();
-                checked.extend(evaluated.iter().map(|(k, v)| (k.clone(), v.clone())));
+                checked.extend(evaluated.as_slice().iter().cloned());
                 validate(component, &checked)?;
             }
         }
@@ -1116,7 +1107,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     }
 }
 
-fn validate(component: &Component, props: &Record) -> Result<(), Failure> {
+fn validate(component: &Component, props: &Props) -> Result<(), Failure> {
     component.check(props).map_err(Failure::from)
 }
 

@@ -156,16 +156,19 @@ impl Evaluator<'_, '_> {
         }
         let component = catalog::lookup(&node.kind);
         let action_prop = component.and_then(|c| c.action());
-        let mut props = match self.budget.copy_value(&Value::record(node.props.clone()))? {
+        let record: Record = (node.props.iter())
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect();
+        let mut props = match self.budget.copy_value(&Value::record(record))? {
             Value::Record(r) => std::sync::Arc::unwrap_or_clone(r),
             _ => Record::default(),
         };
         for (prop, expr) in &node.expressions {
-            if Some(prop.as_str()) == action_prop {
+            if Some(prop) == action_prop {
                 continue;
             }
             let value = evaluate(expr, vars, &mut self.budget)?;
-            props.insert(prop.clone(), value);
+            props.insert(prop.to_owned(), value);
         }
         if node.is_text() {
             let text = match props.get("text") {
@@ -242,7 +245,7 @@ impl Evaluator<'_, '_> {
             _ => {}
         }
         for (prop, variable) in &node.bindings {
-            if component.binding() != Some(prop.as_str()) || !self.is_local(variable) {
+            if component.binding() != Some(prop) || !self.is_local(variable) {
                 return Err(fail(
                     Code::RefusedBinding,
                     format!("`{prop}` cannot bind `{variable}`."),
@@ -250,7 +253,7 @@ impl Evaluator<'_, '_> {
             }
             let value = view.props.get(prop).cloned().unwrap_or_default();
             view.bindings.insert(
-                prop.clone(),
+                prop.to_owned(),
                 ViewBinding {
                     variable: variable.clone(),
                     value,

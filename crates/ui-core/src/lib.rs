@@ -37,6 +37,7 @@ mod code;
 mod diag;
 pub mod inputs;
 pub mod limits;
+pub mod props;
 pub mod text;
 mod value;
 pub mod view;
@@ -47,6 +48,7 @@ pub use budget::{
 pub use code::{Code, HostCode, WireCode};
 pub use diag::{Diagnostic, Failure, TextRange};
 pub use limits::{HostLimits, LimitsError, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
+pub use props::{PropMap, Props, ReadProps};
 pub use value::{
     FORBIDDEN_KEYS, Kind, Number, Record, RecordHasher, Value, array_index, for_each_in_js_order,
     is_forbidden_key, number_text, record_with_capacity, write_number,

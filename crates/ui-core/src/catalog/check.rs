@@ -7,8 +7,9 @@
 use crate::limits::{
     MAX_FILE_LINE, MAX_LIST_ITEMS, MAX_NAME_UNITS, MAX_SHA_DIGITS, MAX_TEXT_UNITS, MIN_SHA_DIGITS,
 };
+use crate::props::ReadProps;
 use crate::text::{trim_js, utf16_len};
-use crate::value::{Record, Value, number_text};
+use crate::value::{Value, number_text};
 
 use super::table::TONES;
 use super::{PropKind, Refinement};
@@ -145,6 +146,25 @@ fn text(value: &Value, min: usize, max: usize) -> Checked {
     Ok(None)
 }
 
+/// `check(kind, value).is_ok()`, answered without building a result for the shapes most
+/// props have.
+#[inline]
+pub(super) fn passes(kind: PropKind, value: &Value) -> bool {
+    match (kind, value) {
+        // (Within `max` bytes means within `max` UTF-16 units.)
+        (PropKind::Text, Value::String(s)) | (PropKind::Scalar, Value::String(s))
+            if s.len() <= MAX_TEXT_UNITS =>
+        {
+            true
+        }
+        (PropKind::Name, Value::String(s)) if !s.is_empty() && s.len() <= MAX_NAME_UNITS => true,
+        (PropKind::Number { min: None, .. }, Value::Number(_))
+        | (PropKind::Scalar, Value::Null | Value::Bool(_) | Value::Number(_))
+        | (PropKind::Bool, Value::Bool(_)) => true,
+        _ => check(kind, value).is_ok(),
+    }
+}
+
 /// `Text | Number | boolean | null`.
 fn scalar(value: &Value) -> Checked {
     match value {
@@ -223,10 +243,13 @@ fn starts_with_http(s: &str) -> bool {
 }
 
 /// The cross-prop rule of a refined component, run on props that passed every prop check.
-pub(super) fn refine(refinement: Refinement, props: &Record) -> Result<(), Issue> {
+pub(super) fn refine(
+    refinement: Refinement,
+    props: &(impl ReadProps + ?Sized),
+) -> Result<(), Issue> {
     match refinement {
         Refinement::Image => {
-            let truthy = |key| props.get(key).is_some_and(Value::is_truthy);
+            let truthy = |key| props.get_prop(key).is_some_and(Value::is_truthy);
             if truthy("attachment") == truthy("generated") {
                 return Err(Issue::new(
                     "exactly one of attachment and generated must be given",
@@ -235,7 +258,7 @@ pub(super) fn refine(refinement: Refinement, props: &Record) -> Result<(), Issue
             Ok(())
         }
         Refinement::Slider => {
-            let num = |key| props.get(key).and_then(Value::as_f64);
+            let num = |key| props.get_prop(key).and_then(Value::as_f64);
             // All three are required numbers, so they are present once the props passed.
             let (Some(value), Some(min), Some(max)) = (num("value"), num("min"), num("max")) else {
                 return Err(Issue::new("value, min and max must be numbers"));
@@ -371,6 +394,46 @@ fn is_decimal_literal(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passes_is_the_verdict_of_check() {
+        let text = |bytes: usize, unit: &str| Value::from(unit.repeat(bytes / unit.len()));
+        let mut values = vec![
+            Value::Null,
+            Value::Bool(true),
+            Value::from(0),
+            Value::from(-1),
+            Value::number(1.5).unwrap(),
+            Value::from(""),
+            Value::from("a"),
+            Value::from("info"),
+            Value::from("0123abc"),
+            Value::from("https://example.com/a"),
+            Value::from_json_str(r#"[1, "a", null]"#).unwrap(),
+            Value::from_json_str(r#"[{"a": 1}]"#).unwrap(),
+            Value::from_json_str(r#"{"a": 1}"#).unwrap(),
+        ];
+        for max in [MAX_TEXT_UNITS, MAX_NAME_UNITS] {
+            for bytes in [max - 2, max, max + 2, 2 * max] {
+                values.push(text(bytes, "a"));
+                values.push(text(bytes, "é"));
+                values.push(text(bytes, "😀"));
+            }
+        }
+        for component in super::super::components() {
+            for spec in component.props {
+                for value in &values {
+                    assert_eq!(
+                        passes(spec.kind, value),
+                        check(spec.kind, value).is_ok(),
+                        "{}.{} = {value:?}",
+                        component.name,
+                        spec.name,
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn string_to_number_follows_js() {

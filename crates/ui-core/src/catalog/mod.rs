@@ -29,6 +29,7 @@ use std::fmt;
 
 use crate::code::Code;
 use crate::diag::Failure;
+use crate::props::ReadProps;
 use crate::value::{Record, Value};
 
 mod check;
@@ -256,8 +257,9 @@ impl PropSpec {
 
     /// Whether `value` has the prop's shape: what [`Component::check`] asks of each prop
     /// on its own.
+    #[inline]
     pub fn accepts(&self, value: &Value) -> bool {
-        check::check(self.kind, value).is_ok()
+        check::passes(self.kind, value)
     }
 }
 
@@ -313,7 +315,9 @@ impl Component {
 
     /// The schema prop called `name`.
     pub fn prop(&self, name: &str) -> Option<&'static PropSpec> {
-        self.props.iter().find(|p| same_name(p.name, name))
+        self.props
+            .iter()
+            .find(|p| crate::props::same_name(p.name, name))
     }
 
     /// The only component this one may stand in (through Show and Each), if restricted.
@@ -367,8 +371,8 @@ impl Component {
     /// refinement. The first failure is returned. The output holds the present props in
     /// declaration order; only `File.line` changes (coerced to a number). There are no
     /// defaults: an absent optional prop stays absent.
-    pub fn validate(&self, props: &Record) -> Result<Record, PropsError> {
-        let mut out = crate::value::record_with_capacity(props.len());
+    pub fn validate(&self, props: &(impl ReadProps + ?Sized)) -> Result<Record, PropsError> {
+        let mut out = crate::value::record_with_capacity(props.prop_count());
         self.check_props(props, Some(&mut out))?;
         Ok(out)
     }
@@ -376,9 +380,9 @@ impl Component {
     /// The verdict of [`Component::check`] when it is a pass, found by walking the props
     /// instead of hashing every schema name: `false` sends the caller down the ordered walk
     /// that finds the first failure.
-    fn props_pass(&self, props: &Record) -> bool {
+    fn props_pass(&self, props: &(impl ReadProps + ?Sized)) -> bool {
         let mut required = 0;
-        for (key, value) in props {
+        for (key, value) in props.prop_entries() {
             let Some(spec) = self.prop(key) else {
                 return false;
             };
@@ -394,7 +398,7 @@ impl Component {
     /// values each [`PropSpec::accepts`], `required` of them required props: whether every
     /// required prop is there and the cross-prop rule holds. For a caller that checked each
     /// prop as it built the record; on `false`, [`Component::check`] names the failure.
-    pub fn passes_accepted(&self, props: &Record, required: usize) -> bool {
+    pub fn passes_accepted(&self, props: &(impl ReadProps + ?Sized), required: usize) -> bool {
         required == self.props.iter().filter(|p| p.required).count()
             && self
                 .refinement
@@ -403,17 +407,21 @@ impl Component {
 
     /// Whether `props` pass the schema: [`Component::validate`] without building the
     /// normalised record, for callers that only need the verdict (the compiler).
-    pub fn check(&self, props: &Record) -> Result<(), PropsError> {
+    pub fn check(&self, props: &(impl ReadProps + ?Sized)) -> Result<(), PropsError> {
         self.check_props(props, None)
     }
 
-    fn check_props(&self, props: &Record, mut out: Option<&mut Record>) -> Result<(), PropsError> {
+    fn check_props(
+        &self,
+        props: &(impl ReadProps + ?Sized),
+        mut out: Option<&mut Record>,
+    ) -> Result<(), PropsError> {
         if out.is_none() && self.props_pass(props) {
             return Ok(());
         }
         let mut seen = 0;
         for spec in self.props {
-            match props.get(spec.name) {
+            match props.get_prop(spec.name) {
                 None if spec.required => {
                     return Err(PropsError::at(spec.name, String::new(), "required"));
                 }
@@ -432,8 +440,11 @@ impl Component {
             }
         }
         // Every key was a schema prop when as many were found as there are keys.
-        if seen != props.len()
-            && let Some(key) = props.keys().find(|k| !self.has_prop(k))
+        if seen != props.prop_count()
+            && let Some(key) = props
+                .prop_entries()
+                .map(|(k, _)| k)
+                .find(|k| !self.has_prop(k))
         {
             let reason = if self.props.is_empty() {
                 format!("unknown prop; {} takes no props", self.name)
@@ -445,7 +456,11 @@ impl Component {
         }
         if let Some(refinement) = self.refinement {
             // Refinements read no prop that validation coerces (only `File.line` changes).
-            check::refine(refinement, out.map_or(props, |o| &*o)).map_err(|issue| PropsError {
+            let refined = match out {
+                Some(out) => check::refine(refinement, &*out),
+                None => check::refine(refinement, props),
+            };
+            refined.map_err(|issue| PropsError {
                 prop: None,
                 message: issue.reason.into(),
             })?;
@@ -503,7 +518,7 @@ impl From<PropsError> for Failure {
 pub fn lookup(name: &str) -> Option<&'static Component> {
     let slot = SLOTS[name_slot(name.as_bytes())];
     let component = table::COMPONENTS.get(usize::from(slot))?;
-    same_name(component.name, name).then_some(component)
+    crate::props::same_name(component.name, name).then_some(component)
 }
 
 /// The number of [`SLOTS`]: a power of two.
@@ -540,14 +555,6 @@ static SLOTS: [u8; SLOT_COUNT] = {
     }
     slots
 };
-
-/// `a == b` for short names, deciding most pairs on the length and first byte without a
-/// call to `memcmp`.
-#[inline]
-fn same_name(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.first() == b.first() && a == b
-}
 
 /// All 36 components in catalog order.
 pub fn components() -> &'static [Component] {

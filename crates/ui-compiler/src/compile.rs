@@ -911,7 +911,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
                 node.kind = Cow::Borrowed(TEXT_TYPE);
-                node.props.insert("text", Value::from(*text));
+                node.props = Props::with_entry("text", Value::from(*text));
                 node.fallback = (*text).to_owned();
                 return Ok(None);
             }
@@ -919,7 +919,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 node.kind = Cow::Borrowed(TEXT_TYPE);
                 match expr {
                     Some(expr) => {
-                        node.expressions.insert("text", expr.clone());
+                        node.expressions = PropMap::with_entry("text", expr.clone());
                         node.fallback = match evaluate(expr, &self.block.defaults, self.budget) {
                             Ok(v) => v.plain_text(),
                             Err(f) if is_budget(&f) => return Err(f),
@@ -927,7 +927,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                         };
                     }
                     None => {
-                        node.props.insert("text", Value::from(""));
+                        node.props = Props::with_entry("text", Value::from(""));
                     }
                 }
                 return Ok(None);

@@ -57,6 +57,14 @@ impl<V> PropMap<V> {
         }
     }
 
+    /// A map of one entry, allocated at its size.
+    #[inline]
+    pub fn with_entry(key: impl Into<Cow<'static, str>>, value: V) -> Self {
+        PropMap {
+            entries: vec![(key.into(), value)],
+        }
+    }
+
     /// The number of entries.
     #[inline]
     pub fn len(&self) -> usize {
@@ -334,7 +342,8 @@ mod tests {
 
     #[test]
     fn inserts_replace_in_place_and_removals_shift() {
-        let mut map: PropMap<i32> = [("a", 1), ("b", 2), ("c", 3)].into_iter().collect();
+        let mut map = PropMap::with_entry("a", 1);
+        map.extend([("b", 2), ("c", 3)]);
         assert_eq!(map.insert("b", 20), Some(2));
         assert_eq!(map.insert(String::from("d"), 4), None);
         assert_eq!(map.shift_remove("a"), Some(1));

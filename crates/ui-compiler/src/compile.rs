@@ -577,6 +577,14 @@ fn compile_body(
     }))))
 }
 
+/// The effective parent of a node (Show and Each hand theirs down): its tag name and
+/// its component, looked up once.
+#[derive(Clone, Copy)]
+struct Parent<'a> {
+    name: &'a str,
+    component: Option<&'static Component>,
+}
+
 /// What a resumed compile takes over for a tag open at the checkpoint.
 struct Restored {
     /// The tag's node in the previous block, without children.
@@ -791,7 +799,12 @@ impl<'a> Compiler<'a, '_, '_, '_> {
 
     // ---- §12.2 ----
 
-    fn node(&mut self, idx: usize, depth: u64, parent: Option<&str>) -> Result<Node, Failure> {
+    fn node(
+        &mut self,
+        idx: usize,
+        depth: u64,
+        parent: Option<Parent<'a>>,
+    ) -> Result<Node, Failure> {
         // A tag open at the parser's mark: record its compile for this compile's checkpoint.
         let level = self.mark.iter().position(|open| open.idx == idx);
         if let Some(l) = level {
@@ -826,7 +839,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         // The values of the node's expressions in the defaults; with `node.props`, what
         // the fallback text reads.
         let mut evaluated = Props::new();
-        let name = if replayed
+        let (name, component) = if replayed
             && let (Some(r), SynKind::Tag { name, .. }) = (&mut restored, &syn.kind)
             && let Some((segment, values)) = r.own.take()
         {
@@ -838,16 +851,16 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             node.error = shell.error;
             self.replay(&segment, Some(&node))?;
             evaluated = values;
-            *name
+            (*name, catalog::lookup(name))
         } else {
             match self.own(&mut node, &mut evaluated, syn, parent, level.is_some())? {
-                Some(name) => name,
+                Some(tag) => tag,
                 None => return Ok(node),
             }
         };
-        let child_parent = match catalog::lookup(name) {
+        let child_parent = match component {
             Some(c) if c.is_pass_through() => parent,
-            _ => Some(name),
+            _ => Some(Parent { name, component }),
         };
         if let Some(l) = level {
             self.recording[l].from = Some(self.snapshot());
@@ -898,16 +911,16 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     }
 
     /// §12.2 steps 2–4 for `syn` into `node` (whose depth is charged) and `evaluated`:
-    /// `None` for a text node, which is then finished; a tag's name.
+    /// `None` for a text node, which is then finished; a tag's name and component.
     #[inline]
     fn own(
         &mut self,
         node: &mut Node,
         evaluated: &mut Props,
         syn: &'a SynNode<'a>,
-        parent: Option<&str>,
+        parent: Option<Parent<'a>>,
         at_mark: bool,
-    ) -> Result<Option<&'a str>, Failure> {
+    ) -> Result<Option<(&'a str, Option<&'static Component>)>, Failure> {
         let (name, props) = match &syn.kind {
             SynKind::Text(text) => {
                 node.kind = Cow::Borrowed(TEXT_TYPE);
@@ -948,7 +961,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 self.node_diag(node, f);
             }
         }
-        Ok(Some(name))
+        Ok(Some((name, component)))
     }
 
     fn node_diag(&mut self, node: &Node, f: Failure) {
@@ -969,7 +982,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         node: &mut Node,
         component: Option<&'static Component>,
         props: Range<usize>,
-        parent: Option<&str>,
+        parent: Option<Parent<'a>>,
         evaluated: &mut Props,
         at_mark: bool,
     ) -> Result<(), Failure> {
@@ -981,14 +994,14 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         };
         let name = component.name();
         if let Some(required) = component.parent()
-            && parent != Some(required)
+            && parent.map(|p| p.name) != Some(required)
         {
             return Err(failure(
                 Code::InvalidParent,
                 format!("`{name}` must stand inside `{required}`."),
             ));
         }
-        if let Some(parent_component) = parent.and_then(catalog::lookup)
+        if let Some(parent_component) = parent.and_then(|p| p.component)
             && let Some(allowed) = parent_component.children()
             && !allowed.contains(&name)
             && !component.is_pass_through()

@@ -293,20 +293,52 @@ fn find_tag_or_brace(hay: &[u8]) -> Option<usize> {
     memchr2(b'<', b'{', rest).map(|i| i + SHORT)
 }
 
+/// Byte classes of the scanner, one table lookup each (names and blanks are read a byte at
+/// a time, so a lookup beats a chain of range tests).
+const WS: u8 = 1;
+const ALPHA: u8 = 2;
+const DIGIT: u8 = 4;
+const UNDERSCORE: u8 = 8;
+
+static CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = if matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C) {
+            WS
+        } else if c.is_ascii_alphabetic() {
+            ALPHA
+        } else if c.is_ascii_digit() {
+            DIGIT
+        } else if c == b'_' {
+            UNDERSCORE
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
+
 /// The ASCII members of W.
 #[inline]
 fn is_ascii_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
+    CLASS[b as usize] == WS
 }
 
 #[inline]
 fn is_name_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_'
+    CLASS[b as usize] & (ALPHA | UNDERSCORE) != 0
 }
 
+/// The length of the run at the start of `bytes` whose bytes are all in `class`.
 #[inline]
-fn is_name_continue(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
+fn run_of(bytes: &[u8], class: u8) -> usize {
+    bytes
+        .iter()
+        .position(|&b| CLASS[b as usize] & class == 0)
+        .unwrap_or(bytes.len())
 }
 
 struct Parser<'s, 'd, 'b, 'c> {
@@ -493,11 +525,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
     fn skip_ws_run(&mut self) -> Result<(), Failure> {
         let from = self.pos;
         // ASCII first: W's other members are rare.
-        while let Some(&b) = self.b.get(self.pos)
-            && is_ascii_ws(b)
-        {
-            self.pos += 1;
-        }
+        self.pos += run_of(&self.b[self.pos..], WS);
         match self.b.get(self.pos) {
             // Nothing skipped and no W next: no charge.
             Some(b) if self.pos == from && b.is_ascii() => return Ok(()),
@@ -519,10 +547,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
     fn match_tag_name(&mut self) -> Option<&'s str> {
         let start = self.pos;
         if self.pos < self.len() && self.b[self.pos].is_ascii_alphabetic() {
-            self.pos += 1;
-            while self.pos < self.len() && self.b[self.pos].is_ascii_alphanumeric() {
-                self.pos += 1;
-            }
+            self.pos += 1 + run_of(&self.b[self.pos + 1..], ALPHA | DIGIT);
             Some(&self.src[start..self.pos])
         } else {
             None
@@ -532,10 +557,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
     fn match_prop_name(&mut self) -> Option<&'s str> {
         let start = self.pos;
         if self.pos < self.len() && is_name_start(self.b[self.pos]) {
-            self.pos += 1;
-            while self.pos < self.len() && is_name_continue(self.b[self.pos]) {
-                self.pos += 1;
-            }
+            self.pos += 1 + run_of(&self.b[self.pos + 1..], ALPHA | DIGIT | UNDERSCORE);
             Some(&self.src[start..self.pos])
         } else {
             None
@@ -610,10 +632,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
         if p >= b.len() || !is_name_start(b[p]) {
             return None;
         }
-        p += 1;
-        while p < b.len() && is_name_continue(b[p]) {
-            p += 1;
-        }
+        p += 1 + run_of(&b[p + 1..], ALPHA | DIGIT | UNDERSCORE);
         let name_end = p;
         while let Some(c) = self.char_at(p) {
             if !is_js_whitespace(c) {

@@ -511,7 +511,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
     }
 
     /// Skips W, one step per unit.
-    #[inline]
+    #[inline(always)]
     fn skip_ws(&mut self) -> Result<(), Failure> {
         match self.b.get(self.pos) {
             // Most calls: nothing to skip, nothing to charge.
@@ -521,7 +521,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
         }
     }
 
-    /// [`Parser::skip_ws`] where W may start.
+    /// [`Parser::skip_ws`] where W may start (kept out of line, so that the common case of
+    /// nothing to skip stays small where it is inlined).
+    #[inline(never)]
     fn skip_ws_run(&mut self) -> Result<(), Failure> {
         let from = self.pos;
         // ASCII first: W's other members are rare.

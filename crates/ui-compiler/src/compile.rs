@@ -1024,8 +1024,13 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         for i in props {
             let prop = self.props[i].name(self.source);
             let expr = match moved {
-                true => std::mem::replace(&mut self.props[i].value, Expr::Literal(Value::Null)),
+                true => self.props[i].value.take(),
                 false => self.props[i].value.clone(),
+            };
+            // (Every value is there: each tag's props are compiled once.)
+            let expr = match expr {
+                Some(expr) => expr,
+                None => Expr::Literal(Value::Null),
             };
             // (Keys are the catalog's names, so that the maps borrow them.)
             if let Some(action) = component.action()

@@ -11,7 +11,7 @@ use std::ops::Range;
 use ui_core::text::{
     Utf16Map, is_js_whitespace, push_decimal, trim_js, utf16_len, utf16_len_of_utf8,
 };
-use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, Value, check_key};
+use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
 use crate::expr::{
     Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_integer,
@@ -54,8 +54,9 @@ pub(crate) struct SynProp {
     pub(crate) at: usize,
     /// The length of its name (bytes).
     pub(crate) len: usize,
-    /// Its value (a literal `null` once a compile has moved it out).
-    pub(crate) value: Expr,
+    /// Its value; `None` once a compile has moved it out (so that dropping the moved-out
+    /// props costs a check each, not a call).
+    pub(crate) value: Option<Expr>,
 }
 
 impl SynProp {
@@ -172,7 +173,7 @@ impl OpenTag {
             props: props
                 .iter_mut()
                 .map(|prop| SynProp {
-                    value: std::mem::replace(&mut prop.value, Expr::Literal(Value::Null)),
+                    value: prop.value.take(),
                     ..*prop
                 })
                 .collect(),
@@ -1052,7 +1053,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
         self.out.props.push(SynProp {
             at,
             len: prop.len(),
-            value: expr,
+            value: Some(expr),
         });
         if let SynKind::Tag { props, .. } = &mut self.out.nodes[idx].kind {
             props.end = self.out.props.len();

@@ -1229,3 +1229,29 @@ fn ends_with_lone_backslash(s: &str) -> bool {
     let n = s.bytes().rev().take_while(|&b| b == b'\\').count();
     n % 2 == 1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_classes_are_the_grammar_s() {
+        for b in 0..=255u8 {
+            let ws = matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C);
+            assert_eq!(is_ascii_ws(b), ws, "{b}");
+            assert_eq!(run_of(&[b], WS), usize::from(ws), "{b}");
+            let start = b.is_ascii_alphabetic() || b == b'_';
+            assert_eq!(is_name_start(b), start, "{b}");
+            let name = b.is_ascii_alphanumeric() || b == b'_';
+            assert_eq!(
+                run_of(&[b], ALPHA | DIGIT | UNDERSCORE),
+                usize::from(name),
+                "{b}"
+            );
+            let tag = b.is_ascii_alphanumeric();
+            assert_eq!(run_of(&[b], ALPHA | DIGIT), usize::from(tag), "{b}");
+        }
+        assert_eq!(run_of(b"ab_9-c", ALPHA | DIGIT | UNDERSCORE), 4);
+        assert_eq!(run_of(b"", WS), 0);
+    }
+}

@@ -1,6 +1,6 @@
 //! [`PropMap`]: the small ordered map a compiled node keeps its props in, and [`ReadProps`],
-//! the read access the catalog's checks and the fallback texts take, so that they serve both
-//! a compiled node's [`Props`] and an evaluated view's [`Record`].
+//! the read access the catalog's checks take, so that they serve both a compiled node's
+//! [`Props`] and an evaluated view's [`Record`].
 //!
 //! A node has a handful of props, each named by its component's schema. A vector of pairs
 //! finds a key of a few bytes faster than hashing it, and with names borrowed from the
@@ -290,9 +290,9 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for PropMap<V> {
     }
 }
 
-/// Read access to a node's props by name: what the catalog's checks, the fallback texts and
-/// the link targets need, implemented by [`Props`] (compiled nodes) and [`Record`]
-/// (evaluated views and JSON input).
+/// Read access to a node's props by name: what the catalog's checks
+/// ([`Component::check`](crate::catalog::Component::check) and its siblings) need,
+/// implemented by [`Props`] (compiled nodes) and [`Record`] (evaluated views and JSON input).
 pub trait ReadProps {
     /// The value of the prop `name`.
     fn get_prop(&self, name: &str) -> Option<&Value>;

@@ -243,10 +243,7 @@ fn starts_with_http(s: &str) -> bool {
 }
 
 /// The cross-prop rule of a refined component, run on props that passed every prop check.
-pub(super) fn refine(
-    refinement: Refinement,
-    props: &(impl ReadProps + ?Sized),
-) -> Result<(), Issue> {
+pub(super) fn refine(refinement: Refinement, props: &impl ReadProps) -> Result<(), Issue> {
     match refinement {
         Refinement::Image => {
             let truthy = |key| props.get_prop(key).is_some_and(Value::is_truthy);

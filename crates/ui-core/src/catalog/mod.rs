@@ -371,7 +371,7 @@ impl Component {
     /// refinement. The first failure is returned. The output holds the present props in
     /// declaration order; only `File.line` changes (coerced to a number). There are no
     /// defaults: an absent optional prop stays absent.
-    pub fn validate(&self, props: &(impl ReadProps + ?Sized)) -> Result<Record, PropsError> {
+    pub fn validate(&self, props: &impl ReadProps) -> Result<Record, PropsError> {
         let mut out = crate::value::record_with_capacity(props.prop_count());
         self.check_props(props, Some(&mut out))?;
         Ok(out)
@@ -380,7 +380,7 @@ impl Component {
     /// The verdict of [`Component::check`] when it is a pass, found by walking the props
     /// instead of hashing every schema name: `false` sends the caller down the ordered walk
     /// that finds the first failure.
-    fn props_pass(&self, props: &(impl ReadProps + ?Sized)) -> bool {
+    fn props_pass(&self, props: &impl ReadProps) -> bool {
         let mut required = 0;
         for (key, value) in props.prop_entries() {
             let Some(spec) = self.prop(key) else {
@@ -398,7 +398,7 @@ impl Component {
     /// values each [`PropSpec::accepts`], `required` of them required props: whether every
     /// required prop is there and the cross-prop rule holds. For a caller that checked each
     /// prop as it built the record; on `false`, [`Component::check`] names the failure.
-    pub fn passes_accepted(&self, props: &(impl ReadProps + ?Sized), required: usize) -> bool {
+    pub fn passes_accepted(&self, props: &impl ReadProps, required: usize) -> bool {
         required == self.props.iter().filter(|p| p.required).count()
             && self
                 .refinement
@@ -407,13 +407,13 @@ impl Component {
 
     /// Whether `props` pass the schema: [`Component::validate`] without building the
     /// normalised record, for callers that only need the verdict (the compiler).
-    pub fn check(&self, props: &(impl ReadProps + ?Sized)) -> Result<(), PropsError> {
+    pub fn check(&self, props: &impl ReadProps) -> Result<(), PropsError> {
         self.check_props(props, None)
     }
 
     fn check_props(
         &self,
-        props: &(impl ReadProps + ?Sized),
+        props: &impl ReadProps,
         mut out: Option<&mut Record>,
     ) -> Result<(), PropsError> {
         if out.is_none() && self.props_pass(props) {

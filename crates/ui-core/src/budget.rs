@@ -278,6 +278,7 @@ impl<'c> Budget<'c> {
     /// Counters only grow and every check is `counter > limit`, so when the lump fits, no
     /// check inside the replayed work could have failed (its depth checks do not read the
     /// counters). Reads the clock as [`Budget::step`] does; `Err` is a time failure only.
+    #[inline]
     pub fn replay(&mut self, steps: u64, iterations: u64, nodes: u64) -> Result<bool, Failure> {
         let fits = |used: u64, more: u64, limit: u64| {
             used.checked_add(more).is_some_and(|total| total <= limit)
@@ -483,14 +484,20 @@ fn fresh(value: &Value) -> Value {
 }
 
 /// Refuses a forbidden record key with [`Code::RefusedAccess`] (`safeKey`).
+#[inline]
 pub fn check_key(key: &str) -> Result<(), Failure> {
     if is_forbidden_key(key) {
-        return Err(Failure::new(
-            Code::RefusedAccess,
-            format!("The key `{key}` is not allowed."),
-        ));
+        return Err(refused_key(key));
     }
     Ok(())
+}
+
+#[cold]
+fn refused_key(key: &str) -> Failure {
+    Failure::new(
+        Code::RefusedAccess,
+        format!("The key `{key}` is not allowed."),
+    )
 }
 
 #[cfg(test)]

@@ -108,6 +108,7 @@ impl<V> PropMap<V> {
     /// Sets `key` to `value`. A key already present keeps its place and its old value is
     /// returned; a new key goes last. Pass a `&'static str` (a catalog name) to store the
     /// key without allocating.
+    #[inline]
     pub fn insert(&mut self, key: impl Into<Cow<'static, str>>, value: V) -> Option<V> {
         let key = key.into();
         match self.position(&key) {

@@ -40,15 +40,27 @@ pub fn is_blank(s: &str) -> bool {
 
 /// Writes `n` in decimal (what `format!("{n}")` writes, without the formatting machinery).
 pub fn write_decimal<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {
+    // Two digits per division, from a table of the pairs "00" to "99".
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        digits[at] = b'0' + n as u8;
     }
     digits[at..]
         .iter()
@@ -188,7 +200,9 @@ mod tests {
 
     #[test]
     fn decimals_are_what_format_writes() {
-        for n in [0, 7, 10, 99, 100, 1_234_567_890, u64::MAX] {
+        let powers = (0..20).map(|k| 10u64.pow(k));
+        let edges = powers.flat_map(|p| [p - 1, p, p + 1, p.saturating_mul(3).saturating_add(7)]);
+        for n in edges.chain([0, 42, 1_234_567_890, u64::MAX]) {
             let mut out = String::from("x");
             push_decimal(&mut out, n);
             assert_eq!(out, format!("x{n}"));

@@ -54,6 +54,7 @@ pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<V
 
 /// [`evaluate`] of an expression the caller gives away: a scalar literal's value is moved
 /// out rather than copied.
+#[inline]
 pub(crate) fn evaluate_owned(
     expr: Expr,
     vars: &Record,
@@ -73,6 +74,7 @@ pub(crate) fn evaluate_owned(
 /// depth 0, `depth(0)` and a step, and the copy's `depth(0)` and, for a string,
 /// `string(s)`. No depth check can fail at depth 0, so the steps before `string` are one
 /// lump.
+#[inline]
 fn charge_scalar_literal(
     value: &Value,
     vars: &Record,

@@ -314,6 +314,7 @@ impl Component {
     }
 
     /// The schema prop called `name`.
+    #[inline]
     pub fn prop(&self, name: &str) -> Option<&'static PropSpec> {
         self.props
             .iter()

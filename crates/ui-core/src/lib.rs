@@ -2,9 +2,9 @@
 //!
 //! The bottom layer of uiblocks: the [`Value`]s blocks compute with, every limit of the spec
 //! ([`UiLimits`] and its sibling groups), the metered [`Budget`], the stable [`Code`]s and
-//! [`Diagnostic`]s, and the component [`catalog`] with its prop validation and agent-facing
-//! texts. It does no IO and depends only on serde, serde_json, indexmap, foldhash and
-//! thiserror.
+//! [`Diagnostic`]s, the component [`catalog`] with its prop validation and agent-facing
+//! texts, and [`Props`], the small map a compiled node keeps its props in. It does no IO and
+//! depends only on serde, serde_json, indexmap, foldhash and thiserror.
 //!
 //! ```
 //! use ui_core::{catalog, Budget, Code, FrozenClock, UiLimits, Value};

@@ -448,7 +448,7 @@ pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
     // (An integer test by a cast: `fract` calls `trunc`, which is a libm call on the
     // baseline x86-64 target.)
     if x.abs() < 1e15 && (x as i64) as f64 == x {
-        // Fast path: small integers print as themselves, digit by digit.
+        // Fast path: small integers print as their decimal digits.
         if x < 0.0 {
             out.write_char('-')?;
         }

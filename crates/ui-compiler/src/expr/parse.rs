@@ -119,9 +119,9 @@ pub(crate) fn plain_integer(
     charged(fits, 4, budget).map(|r| r.map(|()| value()))
 }
 
-/// Charges `steps` steps (those of the node included) and one node as one lump when the string check passed (`fits`)
-/// and the lump fits the limits; `None` (nothing charged) otherwise. `Some(Err)` is a time
-/// failure only.
+/// Charges `steps` steps (the node's own step included) and one node as one lump, when the
+/// string check passed (`fits`) and the lump fits the limits; `None`, having charged
+/// nothing, otherwise. `Some(Err)` is a time failure only.
 fn charged(fits: bool, steps: u64, budget: &mut Budget<'_>) -> Option<Result<(), Failure>> {
     if !fits {
         return None;

@@ -58,3 +58,21 @@ impl HostClock for TokioClock {
         Box::pin(tokio::time::sleep(Duration::from_millis(ms)))
     }
 }
+
+/// A [`HostClock`] as the work budgets' [`ui_core::Clock`]: every compile, evaluation and
+/// value copy of the service measures its wall time on the injected clock, so a paused
+/// tokio clock pauses the budgets too.
+#[derive(Clone, Copy)]
+pub struct BudgetClock<'a>(pub &'a dyn HostClock);
+
+impl std::fmt::Debug for BudgetClock<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BudgetClock").field(&self.0.now_ms()).finish()
+    }
+}
+
+impl ui_core::Clock for BudgetClock<'_> {
+    fn now_ms(&self) -> f64 {
+        self.0.now_ms() as f64
+    }
+}

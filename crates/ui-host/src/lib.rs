@@ -100,7 +100,9 @@
 //!
 //! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde): `tokio-util`
 //! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
-//! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else.
+//! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else,
+//! `tracing` to log the store writes that failed (a capture or a choice then fails, a
+//! freeze retries its write).
 
 mod changes;
 mod clock;
@@ -113,16 +115,16 @@ mod store;
 mod table;
 
 pub use changes::{ChangeFeed, ChangeIndex, ChangeScope};
-pub use clock::{HostClock, Sleep, TokioClock};
+pub use clock::{BudgetClock, HostClock, Sleep, TokioClock};
 pub use payload::{ChoicePayload, LinkPayload, QueryPayload};
 pub use reading::{HostError, QueryReading, ReadingState, ReadingSync, UiRefusal, WireRefusal};
 pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
-pub use service::{IssueRequest, ServiceStats, UiQueries};
+pub use service::{IssueRequest, ServiceLimits, ServiceStats, UiQueries};
 pub use source::{
     BoxFuture, ChatInfo, FnSource, LinkResolver, ReadRequest, SourceRegistry, Typed, TypedAdapter,
     TypedSource, UiHost, UiSource, ValueSchema,
 };
 pub use store::{
     AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, MemoryStore, SendResult, StoredBlock,
-    StoredItem, UiQueryState, UiStore, block_revision,
+    StoreError, StoredItem, UiQueryState, UiStore, block_revision,
 };

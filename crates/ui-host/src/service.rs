@@ -9,20 +9,20 @@ use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, has_fence, may_reference_host, query_arguments, resolve_choice};
 use ui_core::text::truncate_utf16;
 use ui_core::{
-    Budget, HostCode, HostLimits, Record, SyncLimits, SystemClock, UiHostLimits, UiLimits, Value,
+    Budget, HostCode, HostLimits, Record, ReplyLimits, SyncLimits, UiHostLimits, UiLimits, Value,
     WireCode,
 };
 use ui_links::{LinkResolution, link_targets};
 
 use crate::changes::{ChangeIndex, ChangeScope};
-use crate::clock::HostClock;
+use crate::clock::{BudgetClock, HostClock};
 use crate::payload::{ChoicePayload, LinkPayload, QueryPayload};
 use crate::reading::ReadingSync;
 use crate::reading::{HostError, QueryReading, WireRefusal};
 use crate::source::{ChatInfo, ReadRequest, UiHost, UiSource};
 use crate::store::{
-    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoredBlock, StoredItem, UiQueryState,
-    UiStore,
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, StoreError, StoredBlock, StoredItem,
+    UiQueryState, UiStore,
 };
 use crate::table::{CacheEntry, InFlight, SharedTable};
 
@@ -36,6 +36,7 @@ pub struct UiQueries {
     limits: HostLimits,
     ui_host_limits: UiHostLimits,
     ui_limits: UiLimits,
+    reply_limits: ReplyLimits,
     fence_language: String,
     table: SharedTable,
     captures: Mutex<HashMap<(String, String), CaptureOutcome>>,
@@ -46,6 +47,28 @@ pub struct UiQueries {
     sync_limits: SyncLimits,
     source_reads: Arc<Mutex<HashMap<String, SharedRead>>>,
 }
+
+/// Every limit group the service checks. Start from [`ServiceLimits::default`] (the
+/// spec's values) and set the groups a deployment configures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ServiceLimits {
+    /// Serving limits: slots, timeout, sizes, payload shapes (`host.md` §16).
+    pub host: HostLimits,
+    /// Queries and links per block, the refresh window.
+    pub ui_host: UiHostLimits,
+    /// The work budget of every evaluation and value copy.
+    pub ui: UiLimits,
+    /// What one reply may hold (blocks frozen per item).
+    pub reply: ReplyLimits,
+    /// The change feed's windows (slot wait, change gap, catch-up).
+    pub sync: SyncLimits,
+}
+
+/// Attempts of a freeze to store its frozen readings before it gives up (and logs).
+const FREEZE_WRITE_ATTEMPTS: u32 = 5;
+/// The first wait between two attempts, in ms; it doubles after each.
+const FREEZE_RETRY_MS: u64 = 100;
 
 /// Removes a shared read from the map when its task ends, however it ends.
 struct SharedReadEntry {
@@ -354,7 +377,7 @@ impl UiQueries {
         )
     }
 
-    /// A service with other limits (tests, tuning).
+    /// A service with other host limits (tests, tuning); the other groups are the spec's.
     pub fn with_limits(
         host: Arc<dyn UiHost>,
         store: Arc<dyn UiStore>,
@@ -362,13 +385,28 @@ impl UiQueries {
         limits: HostLimits,
         ui_host_limits: UiHostLimits,
     ) -> Arc<Self> {
+        let mut all = ServiceLimits::default();
+        all.host = limits;
+        all.ui_host = ui_host_limits;
+        Self::configured(host, store, clock, all)
+    }
+
+    /// A service checking every limit group of `limits`: one configuration reaches every
+    /// check, and every budget measures time on `clock`.
+    pub fn configured(
+        host: Arc<dyn UiHost>,
+        store: Arc<dyn UiStore>,
+        clock: Arc<dyn HostClock>,
+        limits: ServiceLimits,
+    ) -> Arc<Self> {
         Arc::new(UiQueries {
             host,
             store,
             clock,
-            limits,
-            ui_host_limits,
-            ui_limits: UiLimits::DEFAULT,
+            limits: limits.host,
+            ui_host_limits: limits.ui_host,
+            ui_limits: limits.ui,
+            reply_limits: limits.reply,
             fence_language: ui_core::FENCE_LANGUAGE.to_owned(),
             table: SharedTable::default(),
             captures: Mutex::new(HashMap::new()),
@@ -376,7 +414,7 @@ impl UiQueries {
             choices: tokio::sync::Mutex::new(()),
             arguments: Mutex::new(ArgumentMemo::default()),
             changes: std::sync::OnceLock::new(),
-            sync_limits: SyncLimits::DEFAULT,
+            sync_limits: limits.sync,
             source_reads: Arc::new(Mutex::new(HashMap::new())),
         })
     }
@@ -387,6 +425,22 @@ impl UiQueries {
     /// `retryAfterMs` instead of `refresh-limit`. Only the first index attached counts.
     pub fn attach_changes(&self, index: Arc<dyn ChangeIndex>) {
         let _ = self.changes.set(index);
+    }
+
+    /// The limits the service checks.
+    pub fn limits(&self) -> ServiceLimits {
+        ServiceLimits {
+            host: self.limits,
+            ui_host: self.ui_host_limits,
+            ui: self.ui_limits,
+            reply: self.reply_limits,
+            sync: self.sync_limits,
+        }
+    }
+
+    /// The clock the service reads.
+    pub fn clock(&self) -> &Arc<dyn HostClock> {
+        &self.clock
     }
 
     /// The host this service serves.
@@ -512,21 +566,32 @@ impl UiQueries {
                 _ => None,
             };
         }
-        // Persist "denied" first, so a crash during capture never widens rights.
-        self.store.set_access(chat_id, item_id, None).await;
-        self.store
-            .set_ui_queries(
-                chat_id,
-                item_id,
-                UiQueryState {
-                    author_chat_id: chat_id.to_owned(),
-                    blocks: IndexMap::new(),
-                },
-            )
-            .await;
+        // Persist "denied" first, so a crash during capture never widens rights. A failed
+        // write fails the capture (nothing is granted that the store does not hold); the
+        // next request captures again.
+        let denied = self.store.set_access(chat_id, item_id, None).await;
+        let authored = match denied {
+            Ok(()) => {
+                self.store
+                    .set_ui_queries(
+                        chat_id,
+                        item_id,
+                        UiQueryState {
+                            author_chat_id: chat_id.to_owned(),
+                            blocks: IndexMap::new(),
+                        },
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = authored {
+            tracing::error!(chat_id, item_id, error = %e, "the capture could not be stored");
+            return None;
+        }
         let info = self.store.chat_info(chat_id).await?;
         let captured = self.host.capture(&info).await.ok()?;
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let copy = Budget::new(self.ui_limits, &clock)
             .copy_value(&captured)
             .ok()?;
@@ -534,9 +599,14 @@ impl UiQueries {
             return None;
         }
         let copy = Arc::new(copy);
-        self.store
+        if let Err(e) = self
+            .store
             .set_access(chat_id, item_id, Some(Arc::clone(&copy)))
-            .await;
+            .await
+        {
+            tracing::error!(chat_id, item_id, error = %e, "the captured access could not be stored");
+            return None;
+        }
         Some(copy)
     }
 
@@ -696,7 +766,7 @@ impl UiQueries {
         {
             return Ok(args);
         }
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let args = query_arguments(block, name, values, self.ui_limits, &clock)
             .map_err(|f| f.message.to_string())?;
         let args = Arc::new(args);
@@ -987,7 +1057,7 @@ impl UiQueries {
             Ok(v) => v,
             Err(reason) => return QueryReading::failed(now, None, &reason),
         };
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let copy = match Budget::new(self.ui_limits, &clock).copy_value(&parsed) {
             Ok(v) => v,
             Err(f) => return QueryReading::failed(now, None, &f.message),
@@ -1206,7 +1276,7 @@ impl UiQueries {
             Ok(v) => v,
             Err(r) => return LinkResolution::plain(r.code.as_deref(), &r.message),
         };
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let targets = match link_targets(&block, &p.values, &issued, self.ui_limits, &clock) {
             Ok(t) => t,
             Err(f) => return LinkResolution::plain(None, &f.message),
@@ -1269,7 +1339,7 @@ impl UiQueries {
                 "Another choice of this block was already sent.",
             ));
         }
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let selection = resolve_choice(
             &block,
             &p.choice_id,
@@ -1290,12 +1360,30 @@ impl UiQueries {
             values: Some(selection.values),
             at: self.clock.now_ms(),
         };
+        let failed = |e: StoreError| match e {
+            StoreError::ChatFull(reason) => {
+                WireRefusal::new(WireCode::RefusedChoice, None, reason)
+            }
+            e => {
+                tracing::error!(chat_id = %p.chat_id, item_id = %p.item_id, error = %e,
+                    "a choice could not be stored");
+                WireRefusal::new(
+                    WireCode::Internal,
+                    None,
+                    "The choice could not be stored; send it again.",
+                )
+            }
+        };
         let sent = self
             .store
             .send_choice(&p.chat_id, &origin, &selection.context)
-            .await;
+            .await
+            .map_err(failed)?;
         let answer = ChoiceAnswer { origin, sent };
-        self.store.record_answer(&p.chat_id, answer.clone()).await;
+        self.store
+            .record_answer(&p.chat_id, answer.clone())
+            .await
+            .map_err(failed)?;
         Ok(answer)
     }
 
@@ -1309,7 +1397,7 @@ impl UiQueries {
         let blocks: Vec<Arc<Block>> = item
             .blocks
             .iter()
-            .take(ui_core::ReplyLimits::DEFAULT.blocks() as usize)
+            .take(self.reply_limits.blocks() as usize)
             .cloned()
             .collect();
         for block in blocks {
@@ -1372,7 +1460,7 @@ impl UiQueries {
             {
                 return;
             }
-            let clock = SystemClock::new();
+            let clock = BudgetClock(&*self.clock);
             let text = ui_fallback::query_fallback(&block, &fresh, self.ui_limits, &clock)
                 .unwrap_or_else(|_| block.fallback.clone());
             let mut fallback =
@@ -1422,17 +1510,40 @@ impl UiQueries {
                     map.shift_remove(&block.id);
                 }
             }
-            self.store
-                .set_ui_queries(
-                    chat_id,
-                    item_id,
-                    UiQueryState {
-                        author_chat_id: state.author_chat_id,
-                        blocks: map,
-                    },
-                )
-                .await;
+            let state = UiQueryState {
+                author_chat_id: state.author_chat_id,
+                blocks: map,
+            };
+            if !self.store_frozen(chat_id, item_id, state).await {
+                return;
+            }
         }
+    }
+
+    /// Stores a freeze's UI query state, retrying a failed write up to
+    /// [`FREEZE_WRITE_ATTEMPTS`] times with a doubling wait; whether it was stored.
+    async fn store_frozen(&self, chat_id: &str, item_id: &str, state: UiQueryState) -> bool {
+        let mut wait = FREEZE_RETRY_MS;
+        for attempt in 1..=FREEZE_WRITE_ATTEMPTS {
+            match self
+                .store
+                .set_ui_queries(chat_id, item_id, state.clone())
+                .await
+            {
+                Ok(()) => return true,
+                Err(e) if attempt < FREEZE_WRITE_ATTEMPTS => {
+                    tracing::warn!(chat_id, item_id, attempt, error = %e,
+                        "the frozen readings could not be stored; retrying");
+                    self.clock.sleep(wait).await;
+                    wait *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(chat_id, item_id, attempt, error = %e,
+                        "the frozen readings could not be stored; giving up");
+                }
+            }
+        }
+        false
     }
 
     /// §9 step 2d: resolutions of the first 64 link targets for the defaults and the fresh
@@ -1445,7 +1556,7 @@ impl UiQueries {
         access: Option<&Arc<Value>>,
     ) -> Option<IndexMap<String, LinkResolution>> {
         let resolver = self.host.links()?;
-        let clock = SystemClock::new();
+        let clock = BudgetClock(&*self.clock);
         let targets =
             link_targets(block, &Record::default(), fresh, self.ui_limits, &clock).ok()?;
         let info = self.store.chat_info(chat_id).await.unwrap_or_default();

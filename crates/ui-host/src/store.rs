@@ -169,6 +169,20 @@ pub fn block_revision(block: &Block) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A write the store could not make. The service never drops one: a capture or a choice
+/// fails with it, a freeze retries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The chat holds as many items as it may; a choice's message is refused
+    /// (`refused-choice`).
+    #[error("the chat is full: {0}")]
+    ChatFull(String),
+    /// The write failed (the database, …); a choice answers `internal`.
+    #[error("the store failed to write: {0}")]
+    Failed(String),
+}
+
 /// Where the host keeps what it needs of chats. Implementations must be cheap to call
 /// concurrently; every method is one atomic step.
 #[async_trait]
@@ -189,14 +203,42 @@ pub trait UiStore: Send + Sync + 'static {
     /// The item's captured access.
     async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord;
     /// Stores the item's captured access (`None` = denied).
-    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>);
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write did not happen.
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError>;
     /// Stores the item's UI query state (and tells the chat's clients).
-    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState);
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write did not happen.
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError>;
     /// Sends `context` as the person's next message with `origin` (queued behind a
-    /// running turn if needed).
-    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult;
+    /// running turn if needed). Sending again for the same block and revision must not
+    /// add a second message (a retry after a failed [`UiStore::record_answer`]).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the message was not stored.
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError>;
     /// Records an answer for its block.
-    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer);
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write did not happen.
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError>;
 }
 
 #[derive(Debug, Default)]
@@ -310,15 +352,26 @@ impl UiStore for MemoryStore {
         )
     }
 
-    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError> {
         self.with(|chats| {
             if let Some(chat) = chats.get_mut(chat_id) {
                 chat.access.insert(item_id.to_owned(), access);
             }
         });
+        Ok(())
     }
 
-    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState) {
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError> {
         self.with(|chats| {
             if let Some(item) = chats
                 .get_mut(chat_id)
@@ -327,21 +380,34 @@ impl UiStore for MemoryStore {
                 item.ui_queries = Some(state);
             }
         });
+        Ok(())
     }
 
-    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult {
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError> {
         self.with(|chats| {
             if let Some(chat) = chats.get_mut(chat_id) {
-                chat.sent.push((origin.clone(), context.to_owned()));
+                let sent = chat.sent.iter().any(|(o, _)| {
+                    o.item_id == origin.item_id
+                        && o.block_id == origin.block_id
+                        && o.revision == origin.revision
+                });
+                if !sent {
+                    chat.sent.push((origin.clone(), context.to_owned()));
+                }
             }
         });
-        SendResult {
+        Ok(SendResult {
             queued: false,
             turn_id: Some(format!("turn-{}", origin.choice_id)),
-        }
+        })
     }
 
-    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) {
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
         self.with(|chats| {
             if let Some(item) = chats
                 .get_mut(chat_id)
@@ -350,5 +416,6 @@ impl UiStore for MemoryStore {
                 item.answers.insert(answer.origin.block_id.clone(), answer);
             }
         });
+        Ok(())
     }
 }

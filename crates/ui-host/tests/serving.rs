@@ -595,22 +595,36 @@ impl UiStore for PlainStore {
     async fn access(&self, chat_id: &str, item_id: &str) -> ui_host::AccessRecord {
         self.0.access(chat_id, item_id).await
     }
-    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
-        self.0.set_access(chat_id, item_id, access).await;
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), ui_host::StoreError> {
+        self.0.set_access(chat_id, item_id, access).await
     }
-    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: ui_host::UiQueryState) {
-        self.0.set_ui_queries(chat_id, item_id, state).await;
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: ui_host::UiQueryState,
+    ) -> Result<(), ui_host::StoreError> {
+        self.0.set_ui_queries(chat_id, item_id, state).await
     }
     async fn send_choice(
         &self,
         chat_id: &str,
         origin: &ui_host::ChoiceOrigin,
         context: &str,
-    ) -> ui_host::SendResult {
+    ) -> Result<ui_host::SendResult, ui_host::StoreError> {
         self.0.send_choice(chat_id, origin, context).await
     }
-    async fn record_answer(&self, chat_id: &str, answer: ui_host::ChoiceAnswer) {
-        self.0.record_answer(chat_id, answer).await;
+    async fn record_answer(
+        &self,
+        chat_id: &str,
+        answer: ui_host::ChoiceAnswer,
+    ) -> Result<(), ui_host::StoreError> {
+        self.0.record_answer(chat_id, answer).await
     }
 }
 

@@ -1,9 +1,41 @@
-//! [`ServerConfig`]: where the database and the sources are, whether the demo runs, and
-//! the port.
+//! [`ServerConfig`]: where the database and the sources are, whether the demo runs, the
+//! port, and every limit group the server checks ([`ChatLimits`] and the spec's groups).
 
 use std::path::PathBuf;
 
-use ui_core::SyncLimits;
+use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
+
+use crate::limits::{MAX_CHAT_ITEMS, MAX_CHAT_PAGE_BYTES, MAX_CHAT_PAGE_ITEMS, MAX_ITEM_TEXT_BYTES};
+
+/// How large a chat may grow and how much of it one read answers. Build it with
+/// [`ChatLimits::default`] and set the fields; every field must be at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChatLimits {
+    /// Longest text of one item, in bytes of UTF-8 ([`MAX_ITEM_TEXT_BYTES`]); a message,
+    /// delta or finish over it is refused with `payload-too-large`.
+    pub item_text_bytes: usize,
+    /// Items one chat may hold ([`MAX_CHAT_ITEMS`]); one more message, reply or choice is
+    /// refused with `chat-full`.
+    pub chat_items: usize,
+    /// Items one page of `GET /api/chats/{chat}` holds at most ([`MAX_CHAT_PAGE_ITEMS`]);
+    /// a larger `limit` is `bad-request`.
+    pub page_items: usize,
+    /// Bytes of item text, blocks, frozen readings and answers one page holds at most
+    /// ([`MAX_CHAT_PAGE_BYTES`]); a page always holds at least its newest item.
+    pub page_bytes: usize,
+}
+
+impl Default for ChatLimits {
+    fn default() -> Self {
+        ChatLimits {
+            item_text_bytes: MAX_ITEM_TEXT_BYTES,
+            chat_items: MAX_CHAT_ITEMS,
+            page_items: MAX_CHAT_PAGE_ITEMS,
+            page_bytes: MAX_CHAT_PAGE_BYTES,
+        }
+    }
+}
 
 /// Where the sources come from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -38,6 +70,17 @@ pub struct ServerConfig {
     pub origins: Vec<String>,
     /// The change feed's limits (`sync.md` §9.1); tests shorten ticks and windows.
     pub sync_limits: SyncLimits,
+    /// The host's serving limits (`host.md` §16): payload shapes, read slots (also the
+    /// size of the source reads' connection pool), the read timeout, result sizes.
+    pub host_limits: HostLimits,
+    /// `UI_HOST_LIMITS`: queries and links per block, the refresh window.
+    pub ui_host_limits: UiHostLimits,
+    /// `UI_LIMITS`: the work budget of every compile, evaluation and value copy.
+    pub ui_limits: UiLimits,
+    /// `UI_REPLY_LIMITS`: what one reply may hold.
+    pub reply_limits: ReplyLimits,
+    /// How large a chat may grow and how much of it one read answers.
+    pub chat_limits: ChatLimits,
 }
 
 impl ServerConfig {
@@ -50,6 +93,11 @@ impl ServerConfig {
             port: 8080,
             origins: Vec::new(),
             sync_limits: SyncLimits::DEFAULT,
+            host_limits: HostLimits::DEFAULT,
+            ui_host_limits: UiHostLimits::DEFAULT,
+            ui_limits: UiLimits::DEFAULT,
+            reply_limits: ReplyLimits::DEFAULT,
+            chat_limits: ChatLimits::default(),
         }
     }
 }

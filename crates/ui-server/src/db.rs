@@ -31,7 +31,9 @@ impl From<serde_json::Error> for DbError {
 }
 
 impl From<DbError> for crate::error::ApiError {
+    /// `internal`, logged: a request whose database call failed fails, never silently.
     fn from(e: DbError) -> Self {
+        tracing::error!(error = %e, "a database call failed");
         crate::error::ApiError::internal(format!("The database failed: {e}"))
     }
 }
@@ -44,10 +46,26 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-struct Readers {
+/// SQLite virtual-machine steps between two looks of a source read at its cancellation
+/// (a few microseconds of work).
+const PROGRESS_STEPS: i32 = 1_000;
+
+/// A pool of read-only connections: at most `size` at once, opened when first needed and
+/// kept for the next lease.
+struct Pool {
     conns: Mutex<Vec<Connection>>,
-    /// One permit per connection in `conns` (a lease gives its connection back first).
+    /// One permit per connection the pool may have lent (a lease gives its connection
+    /// back before its permit).
     permits: Arc<Semaphore>,
+}
+
+impl Pool {
+    fn new(size: usize) -> Arc<Pool> {
+        Arc::new(Pool {
+            conns: Mutex::new(Vec::with_capacity(size)),
+            permits: Arc::new(Semaphore::new(size)),
+        })
+    }
 }
 
 /// The application database (see the module docs). Cheap to clone.
@@ -55,7 +73,11 @@ struct Readers {
 pub(crate) struct Db {
     path: Arc<PathBuf>,
     writer: Arc<Mutex<Connection>>,
-    readers: Arc<Readers>,
+    /// The store's own reads: never shared with source reads, so a slow source never
+    /// delays a chat list or a `ui.query`'s stored block.
+    readers: Arc<Pool>,
+    /// Source reads (`ui.query`): one connection per read slot of the host.
+    sources: Arc<Pool>,
 }
 
 impl std::fmt::Debug for Db {
@@ -70,29 +92,32 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Db {
     /// Opens (or creates) the file at `path` in WAL mode and runs `schema` on the writer.
-    pub(crate) async fn open(path: &Path, schema: &'static str) -> Result<Db, ServerError> {
+    /// Source reads get a pool of `source_readers` connections of their own (the host's
+    /// `readSlots`), the store's reads [`DB_READERS`].
+    pub(crate) async fn open(
+        path: &Path,
+        schema: &'static str,
+        source_readers: usize,
+    ) -> Result<Db, ServerError> {
         let p = path.to_owned();
-        let (writer, readers) = tokio::task::spawn_blocking(move || -> rusqlite::Result<_> {
+        let writer = tokio::task::spawn_blocking(move || -> rusqlite::Result<_> {
             let writer = Connection::open(&p)?;
             configure(&writer)?;
             let _mode: String =
                 writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
             writer.pragma_update(None, "synchronous", "NORMAL")?;
             writer.execute_batch(schema)?;
-            let readers = (0..DB_READERS)
-                .map(|_| open_reader(&p))
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok((writer, readers))
+            // One reader up front: the file is readable read-only.
+            open_reader(&p)?;
+            Ok(writer)
         })
         .await
         .map_err(|e| ServerError::Database(format!("opening {}: {e}", path.display())))??;
         Ok(Db {
             path: Arc::new(path.to_owned()),
             writer: Arc::new(Mutex::new(writer)),
-            readers: Arc::new(Readers {
-                conns: Mutex::new(readers),
-                permits: Arc::new(Semaphore::new(DB_READERS)),
-            }),
+            readers: Pool::new(DB_READERS),
+            sources: Pool::new(source_readers.max(1)),
         })
     }
 
@@ -113,69 +138,62 @@ impl Db {
             .map_err(|e| DbError(format!("a database task failed: {e}")))?
     }
 
-    /// Runs `f` on a read-only connection.
+    /// Runs `f` on a read-only connection of the store's own pool.
     pub(crate) async fn read<R, F>(&self, f: F) -> DbResult<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        self.run_read(None, f).await
+        self.run_read(&self.readers, None, f).await
     }
 
-    /// Runs `f` on a read-only connection; when `cancel` fires first, the running
-    /// statement is interrupted (it then fails with an "interrupted" error).
-    pub(crate) async fn read_cancellable<R, F>(
+    /// Runs `f` (a source read) on a read-only connection of the sources' pool. From
+    /// before `f` starts until it returns, SQLite looks at `cancel` every
+    /// [`PROGRESS_STEPS`] steps of the statement: once it fired, the running statement
+    /// stops with an "interrupted" error at its next look (within microseconds), however
+    /// early or late the cancellation came.
+    pub(crate) async fn read_source<R, F>(&self, cancel: CancellationToken, f: F) -> DbResult<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
+    {
+        self.run_read(&self.sources, Some(cancel), f).await
+    }
+
+    /// Takes a connection of `pool`, runs `f` on it on the blocking pool and gives it back
+    /// (see [`Lease`]); with `cancel`, a progress handler interrupts the statements of `f`
+    /// once it fired.
+    async fn run_read<R, F>(
         &self,
-        cancel: CancellationToken,
+        pool: &Arc<Pool>,
+        cancel: Option<CancellationToken>,
         f: F,
     ) -> DbResult<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        self.run_read(Some(cancel), f).await
-    }
-
-    /// Takes a reader connection, runs `f` on it on the blocking pool and gives it back
-    /// (see [`Lease`]); with `cancel`, a watcher task interrupts the statement when it
-    /// fires.
-    async fn run_read<R, F>(&self, cancel: Option<CancellationToken>, f: F) -> DbResult<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
-    {
-        let permit = Arc::clone(&self.readers.permits)
+        let permit = Arc::clone(&pool.permits)
             .acquire_owned()
             .await
             .map_err(|_| DbError("the database is closed".into()))?;
-        let conn = lock(&self.readers.conns)
-            .pop()
-            .ok_or_else(|| DbError("no reader connection is free".into()))?;
-        let done = Arc::new(Mutex::new(false));
-        let watcher = cancel.map(|cancel| {
-            let interrupt = conn.get_interrupt_handle();
-            let done = Arc::clone(&done);
-            tokio::spawn(async move {
-                cancel.cancelled().await;
-                // Under the lock: the lease sets `done` under it before the connection
-                // serves anyone else, so an interrupt never reaches a later statement.
-                let done = lock(&done);
-                if !*done {
-                    interrupt.interrupt();
-                }
-            })
-            .abort_handle()
-        });
-        let lease = Lease {
-            conn: Some(conn),
-            readers: Arc::clone(&self.readers),
+        let mut lease = Lease {
+            conn: lock(&pool.conns).pop(),
+            pool: Arc::clone(pool),
             path: Arc::clone(&self.path),
-            done,
-            watcher,
             _permit: permit,
         };
         tokio::task::spawn_blocking(move || {
+            if lease.conn.is_none() {
+                lease.conn = Some(open_reader(&lease.path)?);
+            }
             let conn = lease.conn.as_ref().expect("a leased connection");
+            if let Some(cancel) = cancel {
+                if cancel.is_cancelled() {
+                    return Err(DbError("interrupted: the read was cancelled".into()));
+                }
+                conn.progress_handler(PROGRESS_STEPS, Some(move || cancel.is_cancelled()));
+            }
             f(conn)
         })
         .await
@@ -193,36 +211,29 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// A reader connection lent to one blocking call. Dropping it — when the call returns,
-/// also when it panics or when the request awaiting it was cancelled — marks the call
-/// done, stops its interrupt watcher and gives the connection back to the pool (after a
-/// panic a fresh connection replaces it); the permit is released only then, so a permit
-/// always finds a connection.
+/// A pool connection lent to one blocking call. Dropping it — when the call returns,
+/// also when it panics or when the request awaiting it was cancelled before it ran —
+/// removes the call's progress handler and gives the connection back to its pool (after
+/// a panic the connection is dropped; the next lease opens a fresh one); the permit is
+/// released only then.
 struct Lease {
     conn: Option<Connection>,
-    readers: Arc<Readers>,
+    pool: Arc<Pool>,
     path: Arc<PathBuf>,
-    done: Arc<Mutex<bool>>,
-    watcher: Option<tokio::task::AbortHandle>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        *lock(&self.done) = true;
-        if let Some(watcher) = &self.watcher {
-            watcher.abort();
-        }
-        let conn = self.conn.take();
-        let conn = if std::thread::panicking() {
-            drop(conn);
-            open_reader(&self.path).ok()
-        } else {
-            conn
+        let Some(conn) = self.conn.take() else {
+            return;
         };
-        if let Some(conn) = conn {
-            lock(&self.readers.conns).push(conn);
+        if std::thread::panicking() {
+            return;
         }
+        // A source read's handler must not look at its cancellation for the next read.
+        conn.progress_handler(0, None::<fn() -> bool>);
+        lock(&self.pool.conns).push(conn);
     }
 }
 
@@ -238,7 +249,7 @@ mod tests {
             crate::store::new_id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)")
+        let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 4)
             .await
             .unwrap();
         // More reads than connections, each abandoned by its caller while it runs.

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     ChatNotFound,
     /// The item is not (or no longer) a streaming assistant item.
     ItemNotStreaming,
+    /// The chat holds as many items as it may (`ChatLimits::chat_items`).
+    ChatFull,
     /// A read or choice was refused: not the caller's chat, access, source, declaration
     /// or host.
     RefusedQuery,
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method-not-allowed",
             ErrorCode::ChatNotFound => "chat-not-found",
             ErrorCode::ItemNotStreaming => "item-not-streaming",
+            ErrorCode::ChatFull => "chat-full",
             ErrorCode::RefusedQuery => "refused-query",
             ErrorCode::StaleUiBlock => "stale-ui-block",
             ErrorCode::StaleUiQuery => "stale-ui-query",
@@ -92,6 +95,7 @@ impl ErrorCode {
             ErrorCode::NotFound | ErrorCode::ChatNotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::ItemNotStreaming
+            | ErrorCode::ChatFull
             | ErrorCode::StaleUiBlock
             | ErrorCode::StaleUiQuery
             | ErrorCode::UiAlreadyAnswered => StatusCode::CONFLICT,
@@ -115,6 +119,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed,
             ErrorCode::ChatNotFound,
             ErrorCode::ItemNotStreaming,
+            ErrorCode::ChatFull,
             ErrorCode::RefusedQuery,
             ErrorCode::StaleUiBlock,
             ErrorCode::StaleUiQuery,

@@ -108,7 +108,7 @@ mod view;
 pub use auth::{
     Authenticator, DEMO_USERS, DemoAuth, DemoUser, NoAuth, Principal, SESSION_COOKIE, cookie_value,
 };
-pub use config::{ServerConfig, SourcesConfig};
+pub use config::{ChatLimits, ServerConfig, SourcesConfig};
 pub use demo::{seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
@@ -116,7 +116,7 @@ pub use extract::{
 };
 pub use replies::ReplyProgress;
 pub use routes::{
-    CatalogAnswer, ChatList, DeltaBody, FinishBody, LoginBody, MessageBody, NewChatBody,
+    CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody, NewChatBody,
     NewReplyBody, RowsBody, RowsWritten, router,
 };
 pub use server::{serve, serve_on};

@@ -6,9 +6,24 @@
 /// UI source per reply, `host.md` §16) in the common case, and every payload of §2.1.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
-/// Longest text of one item, in bytes of UTF-8; a delta that would make it longer is
-/// refused with `payload-too-large`. 1 MiB.
+/// Longest text of one item, in bytes of UTF-8; a message, or a delta or finish that
+/// would make a reply longer, is refused with `payload-too-large`. 1 MiB. The default of
+/// [`crate::ChatLimits::item_text_bytes`].
 pub const MAX_ITEM_TEXT_BYTES: usize = 1024 * 1024;
+
+/// Items one chat may hold (messages, replies, choices); one more is refused with
+/// `chat-full`. The default of [`crate::ChatLimits::chat_items`].
+pub const MAX_CHAT_ITEMS: usize = 1_000;
+
+/// Items one page of `GET /api/chats/{chat}` holds at most (also the default page). The
+/// default of [`crate::ChatLimits::page_items`].
+pub const MAX_CHAT_PAGE_ITEMS: usize = 50;
+
+/// Stored bytes (text, blocks, frozen readings, answers) one page of
+/// `GET /api/chats/{chat}` holds at most; the page ends before the item that would cross
+/// it, but always holds its newest item. 4 MiB. The default of
+/// [`crate::ChatLimits::page_bytes`].
+pub const MAX_CHAT_PAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Longest chat title, in characters; longer titles are `bad-request`.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -26,8 +41,10 @@ pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Demo sessions kept at once; past it the oldest is signed out.
 pub const MAX_DEMO_SESSIONS: usize = 10_000;
 
-/// Reader connections of the application database.
-pub const DB_READERS: usize = 2;
+/// Reader connections of the store's own reads (chats, items, access). Source reads have
+/// a pool of their own, one connection per read slot (`HostLimits::read_slots`, 16), so
+/// a slow source never delays the store.
+pub const DB_READERS: usize = 4;
 
 /// Chats whose row the store keeps in memory (owner, project, title). Past it the least
 /// recently used half is dropped.

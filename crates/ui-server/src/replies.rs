@@ -11,7 +11,7 @@ use ui_compiler::{Block, CompileOptions, UiCompiler};
 use ui_host::block_revision;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::limits::{FREEZE_WAIT_MS, MAX_ITEM_TEXT_BYTES};
+use crate::limits::FREEZE_WAIT_MS;
 use crate::state::AppState;
 use crate::store::{ChatItem, ReplyUpdate, Role};
 
@@ -32,10 +32,10 @@ pub struct ReplyProgress {
     pub blocks: usize,
 }
 
-fn too_long() -> ApiError {
+fn too_long(max: usize) -> ApiError {
     ApiError::new(
         ErrorCode::PayloadTooLarge,
-        format!("A reply may hold at most {MAX_ITEM_TEXT_BYTES} bytes."),
+        format!("An item may hold at most {max} bytes of text."),
     )
 }
 
@@ -56,11 +56,17 @@ impl AppState {
     async fn compile(&self, item_id: &str, text: String, is_final: bool) -> Vec<Arc<Block>> {
         let host = Arc::clone(self.host());
         let id = item_id.to_owned();
+        let (limits, clock) = (*self.limits(), Arc::clone(self.clock()));
         tokio::task::spawn_blocking(move || {
+            let clock = ui_host::BudgetClock(&*clock);
             let options = CompileOptions {
                 id,
                 is_final,
+                limits: limits.ui,
+                reply_limits: limits.reply,
+                host_limits: limits.ui_host,
                 query_schemas: Some(ui_host::UiHost::sources(&*host)),
+                clock: Some(&clock),
                 ..CompileOptions::default()
             };
             let blocks = UiCompiler::new().compile(&text, &options);
@@ -83,10 +89,12 @@ impl AppState {
     /// Appends a person's message to `chat_id`.
     ///
     /// # Errors
-    /// `payload-too-large` over [`MAX_ITEM_TEXT_BYTES`]; `internal` for the database.
+    /// `payload-too-large` over [`crate::ChatLimits::item_text_bytes`], `chat-full` over
+    /// [`crate::ChatLimits::chat_items`]; `internal` for the database.
     pub async fn post_message(&self, chat_id: &str, text: &str) -> Result<ChatItem, ApiError> {
-        if text.len() > MAX_ITEM_TEXT_BYTES {
-            return Err(too_long());
+        let max = self.chat_limits().item_text_bytes;
+        if text.len() > max {
+            return Err(too_long(max));
         }
         Ok(self
             .store()
@@ -97,10 +105,11 @@ impl AppState {
     /// Starts a streaming assistant reply in `chat_id` with `text` so far.
     ///
     /// # Errors
-    /// `payload-too-large` over [`MAX_ITEM_TEXT_BYTES`]; `internal` for the database.
+    /// As [`AppState::post_message`].
     pub async fn start_reply(&self, chat_id: &str, text: &str) -> Result<ChatItem, ApiError> {
-        if text.len() > MAX_ITEM_TEXT_BYTES {
-            return Err(too_long());
+        let max = self.chat_limits().item_text_bytes;
+        if text.len() > max {
+            return Err(too_long(max));
         }
         let mut item = self
             .store()
@@ -123,7 +132,7 @@ impl AppState {
     /// # Errors
     /// `not-found` for an unknown item, `item-not-streaming` for a finished one or a
     /// person's message, `payload-too-large` when the reply would exceed
-    /// [`MAX_ITEM_TEXT_BYTES`].
+    /// [`crate::ChatLimits::item_text_bytes`].
     pub async fn append_delta(
         &self,
         chat_id: &str,
@@ -139,8 +148,9 @@ impl AppState {
         if !item.assistant || !item.streaming {
             return Err(not_streaming());
         }
-        if item.text.len() + delta.len() > MAX_ITEM_TEXT_BYTES {
-            return Err(too_long());
+        let max = self.chat_limits().item_text_bytes;
+        if item.text.len() + delta.len() > max {
+            return Err(too_long(max));
         }
         let text = item.text + delta;
         let blocks = self.compile(item_id, text.clone(), false).await;
@@ -191,8 +201,9 @@ impl AppState {
                 return Err(not_streaming());
             }
             let text = text.unwrap_or(item.text);
-            if text.len() > MAX_ITEM_TEXT_BYTES {
-                return Err(too_long());
+            let max = self.chat_limits().item_text_bytes;
+            if text.len() > max {
+                return Err(too_long(max));
             }
             let blocks = self.compile(item_id, text.clone(), true).await;
             self.store()
@@ -221,7 +232,7 @@ impl AppState {
     /// freeze runs any more, or [`FREEZE_WAIT_MS`] passed.
     async fn wait_for_freeze(&self, chat_id: &str, item_id: &str) {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(FREEZE_WAIT_MS);
-        let blocks = ui_core::ReplyLimits::DEFAULT.blocks() as usize;
+        let blocks = self.limits().reply.blocks() as usize;
         loop {
             let Ok(Some(item)) = self.store().stored_item(chat_id, item_id).await else {
                 return;

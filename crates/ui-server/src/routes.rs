@@ -13,14 +13,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
-use ui_core::{CATALOG_VERSION, FENCE_LANGUAGE, HostLimits, catalog};
+use ui_core::{CATALOG_VERSION, FENCE_LANGUAGE, catalog};
 use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
 use ui_sync::Cursor;
 
 use crate::auth::{DemoAuth, Principal};
 use crate::cache::CachedChat;
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::{JsonBody, Params, SYNC_SEQ_HEADER, WriteSource};
+use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
 use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
 use crate::schema::{wire_schema, wire_types};
@@ -280,16 +280,42 @@ async fn list_chats(
     Ok(ok(&ChatList { chats }))
 }
 
+/// The query of `GET /api/chats/{chat}`: which page of items.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatPageQuery {
+    /// Only items older than this item (the first item of the page before); the newest
+    /// items when absent.
+    #[serde(default)]
+    pub before: Option<String>,
+    /// Items at most: 1 to `ChatLimits::page_items` (the default).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
 async fn read_chat(
     State(state): State<AppState>,
     principal: Principal,
     Params(chat_id): Params<String>,
+    QueryParams(page): QueryParams<ChatPageQuery>,
 ) -> Result<Response, ApiError> {
+    let max = state.chat_limits().page_items;
+    let limit = page.limit.unwrap_or(max);
+    if limit == 0 || limit > max {
+        return Err(ApiError::bad_request(format!(
+            "`limit` must be 1 to {max}"
+        )));
+    }
     let chat = owned(&state, &principal, &chat_id).await?;
-    let items = state.store().items(&chat_id).await?;
+    let page = state
+        .store()
+        .items_page(&chat_id, page.before.as_deref(), limit)
+        .await?
+        .ok_or_else(|| ApiError::bad_request("`before` is not an item of this chat"))?;
     Ok(ok(&ChatDetail {
         chat: chat.row.chat.clone(),
-        items,
+        items: page.items,
+        more: page.more,
     }))
 }
 
@@ -359,7 +385,9 @@ async fn delta(
         write_scope(rs, state.append_delta(&chat_id, &item_id, &body.text)).await;
     let progress = progress?;
     for draft in drafts {
-        let _ = state.sync().record(draft);
+        if let Err(e) = state.sync().record(draft) {
+            tracing::warn!(chat_id, item_id, error = %e, "a reply's change could not be recorded");
+        }
     }
     Ok(ok(&progress))
 }
@@ -403,7 +431,7 @@ async fn ui_query(
     principal: Principal,
     JsonBody(p): JsonBody<QueryPayload>,
 ) -> Result<Response, ApiError> {
-    shape(p.validate(&HostLimits::DEFAULT))?;
+    shape(p.validate(&state.limits().host))?;
     attached(&state, &principal, &p.chat_id).await?;
     Ok(ok(&state.queries().query(&p).await))
 }
@@ -413,7 +441,7 @@ async fn ui_link(
     principal: Principal,
     JsonBody(p): JsonBody<LinkPayload>,
 ) -> Result<Response, ApiError> {
-    shape(p.validate(&HostLimits::DEFAULT))?;
+    shape(p.validate(&state.limits().host))?;
     attached(&state, &principal, &p.chat_id).await?;
     Ok(ok(&state.queries().link(&p).await))
 }
@@ -424,7 +452,7 @@ async fn ui_choice(
     WriteSource(rs): WriteSource,
     JsonBody(p): JsonBody<ChoicePayload>,
 ) -> Result<Response, ApiError> {
-    shape(p.validate(&HostLimits::DEFAULT))?;
+    shape(p.validate(&state.limits().host))?;
     attached(&state, &principal, &p.chat_id).await?;
     let (answer, drafts) = write_scope(rs, state.queries().choose(&p)).await;
     let seq = record_all(state.sync(), drafts).await;
@@ -437,7 +465,7 @@ async fn ui_view(
     principal: Principal,
     JsonBody(p): JsonBody<ViewPayload>,
 ) -> Result<Response, ApiError> {
-    p.validate(&HostLimits::DEFAULT)?;
+    p.validate(&state.limits().host)?;
     attached(&state, &principal, &p.chat_id).await?;
     let stale = || ApiError::new(ErrorCode::StaleUiBlock, "The block changed or is gone.");
     let block = state
@@ -449,7 +477,10 @@ async fn ui_view(
     if p.revision.is_some() && p.revision != block.revision {
         return Err(stale());
     }
-    let answer = tokio::task::spawn_blocking(move || evaluate(&Arc::clone(&block), &p))
+    let (limits, clock) = (state.limits().ui, Arc::clone(state.clock()));
+    let answer = tokio::task::spawn_blocking(move || {
+        evaluate(&Arc::clone(&block), &p, limits, &ui_host::BudgetClock(&*clock))
+    })
         .await
         .map_err(|e| ApiError::internal(format!("The evaluation failed: {e}")))??;
     Ok(ok(&answer))
@@ -552,14 +583,7 @@ async fn write_rows(
     let mut writer = Map::new();
     writer.insert("user".into(), Json::from(principal.user_id.clone()));
     writer.insert("project".into(), Json::from(project));
-    writer.insert(
-        "now".into(),
-        Json::from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-        ),
-    );
+    writer.insert("now".into(), Json::from(state.clock().now_ms()));
     let outcome = state
         .sources()
         .insert(state.store(), &name, &writer, body.rows, rs)

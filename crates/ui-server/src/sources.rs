@@ -742,7 +742,7 @@ async fn read(db: &Db, def: &Arc<SourceDef>, request: ReadRequest) -> Result<Val
     let access = access_map(&request.access);
     let sql = def.sql.clone();
     let rows = db
-        .read_cancellable(request.cancel, move |conn| {
+        .read_source(request.cancel, move |conn| {
             let mut stmt = conn.prepare_cached(&sql)?;
             bind_all(&mut stmt, &args, &access)?;
             let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
@@ -933,7 +933,7 @@ mod tests {
             "[[source]]\nname = \"count\"\nsql = \"{cte} SELECT x FROM c\"\n{args}\n\
              [[source]]\nname = \"spin\"\nsql = \"{cte} SELECT max(x) AS x FROM c\"\n{args}\n"
         );
-        let db = Db::open(&dir.join("app.db"), crate::store::SCHEMA)
+        let db = Db::open(&dir.join("app.db"), crate::store::SCHEMA, 4)
             .await
             .unwrap();
         let mut sources = TomlSources::parse(&toml).unwrap();

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{broadcast, watch};
 use ui_core::SyncLimits;
-use ui_host::{LinkResolver, TokioClock, UiQueries, UiStore};
+use ui_host::{HostClock, LinkResolver, ServiceLimits, TokioClock, UiQueries, UiStore};
 use ui_sync::{RateLimiter, SqliteStore, StreamSlots, SyncService};
 
 use crate::auth::{Authenticator, DemoAuth, NoAuth};
-use crate::config::{ServerConfig, SourcesConfig};
+use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
@@ -36,6 +36,9 @@ struct Inner {
     shutdown: watch::Sender<bool>,
     replies: Vec<tokio::sync::Mutex<()>>,
     started: tokio::time::Instant,
+    limits: ServiceLimits,
+    chat_limits: ChatLimits,
+    clock: Arc<dyn HostClock>,
 }
 
 /// The state behind the router: build it with [`AppState::open`] (or
@@ -60,6 +63,7 @@ pub struct AppBuilder {
     config: ServerConfig,
     auth: Option<Arc<dyn Authenticator>>,
     links: Option<Arc<dyn LinkResolver>>,
+    clock: Option<Arc<dyn HostClock>>,
 }
 
 impl std::fmt::Debug for AppBuilder {
@@ -84,6 +88,14 @@ impl AppBuilder {
         self
     }
 
+    /// Reads time from `clock` (instead of a [`TokioClock`] started now): readings'
+    /// `readAt`, chats' and items' `createdAt`, choices' `at`, the read timeout and every
+    /// work budget. Tests pass a [`TokioClock::starting_at`] under a paused tokio clock.
+    pub fn clock(mut self, clock: Arc<dyn HostClock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Opens the database, loads and checks the sources, and starts the change feed (on
     /// the current tokio runtime).
     ///
@@ -91,7 +103,32 @@ impl AppBuilder {
     /// [`ServerError`] when the database, the sources or the feed cannot be set up.
     pub async fn open(self) -> Result<AppState, ServerError> {
         let config = self.config;
-        let db = Db::open(&config.database, SCHEMA).await?;
+        let chat_limits = config.chat_limits;
+        if chat_limits.item_text_bytes == 0
+            || chat_limits.chat_items == 0
+            || chat_limits.page_items == 0
+            || chat_limits.page_bytes == 0
+        {
+            return Err(ServerError::Config(
+                "every chat limit must be at least 1".into(),
+            ));
+        }
+        let clock = self
+            .clock
+            .unwrap_or_else(|| Arc::new(TokioClock::new()) as Arc<dyn HostClock>);
+        let mut limits = ServiceLimits::default();
+        limits.host = config.host_limits;
+        limits.ui_host = config.ui_host_limits;
+        limits.ui = config.ui_limits;
+        limits.reply = config.reply_limits;
+        limits.sync = config.sync_limits;
+        // Source reads get a connection per read slot, apart from the store's.
+        let db = Db::open(
+            &config.database,
+            SCHEMA,
+            usize::try_from(limits.host.read_slots()).unwrap_or(usize::MAX),
+        )
+        .await?;
         let mut sources = match &config.sources {
             SourcesConfig::None => TomlSources::empty(),
             SourcesConfig::File(path) => TomlSources::load(path)?,
@@ -101,7 +138,12 @@ impl AppBuilder {
         // The change log lives in the same file (its own tables, `ui_sync_*`).
         let log = SqliteStore::open(&config.database).await?;
         let sync = SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
-        let store = SqliteUiStore::new(db.clone(), Some(sync.clone()));
+        let store = SqliteUiStore::new(
+            db.clone(),
+            Some(sync.clone()),
+            Arc::clone(&clock),
+            chat_limits,
+        );
         let demo = config.demo.then(|| Arc::new(DemoAuth::new()));
         let auth: Arc<dyn Authenticator> = match (self.auth, &demo) {
             (Some(auth), _) => auth,
@@ -114,10 +156,11 @@ impl AppBuilder {
                 .then(|| Arc::new(DemoLinks) as Arc<dyn LinkResolver>)
         });
         let host = Arc::new(SqlHost::new(sources.registry(&db)?, links));
-        let queries = UiQueries::new(
+        let queries = UiQueries::configured(
             host.clone(),
             Arc::new(store.clone()) as Arc<dyn UiStore>,
-            Arc::new(TokioClock::new()),
+            Arc::clone(&clock),
+            limits,
         );
         // Readings of sources with a change feed follow the change log.
         queries.attach_changes(Arc::new(sync.clone()));
@@ -142,6 +185,9 @@ impl AppBuilder {
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
                 started: tokio::time::Instant::now(),
+                limits,
+                chat_limits,
+                clock,
             }),
         })
     }
@@ -154,6 +200,7 @@ impl AppState {
             config,
             auth: None,
             links: None,
+            clock: None,
         }
     }
 
@@ -189,6 +236,21 @@ impl AppState {
     /// The change feed.
     pub fn sync(&self) -> &SyncService {
         &self.inner.sync
+    }
+
+    /// Every limit group the server checks (as configured).
+    pub fn limits(&self) -> &ServiceLimits {
+        &self.inner.limits
+    }
+
+    /// The chat limits (as configured).
+    pub fn chat_limits(&self) -> &ChatLimits {
+        &self.inner.chat_limits
+    }
+
+    /// The clock of the server.
+    pub fn clock(&self) -> &Arc<dyn HostClock> {
+        &self.inner.clock
     }
 
     /// The change feed's limits.

@@ -22,13 +22,15 @@ use serde::{Deserialize, Serialize};
 use ui_compiler::Block;
 use ui_core::Value;
 use ui_host::{
-    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, SendResult, StoredBlock, StoredItem,
-    UiQueryState, UiStore,
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, HostClock, SendResult, StoreError,
+    StoredBlock, StoredItem, UiQueryState, UiStore,
 };
 use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
 use crate::cache::{CachedChat, ItemFacts, StoreCache, item_key};
+use crate::config::ChatLimits;
 use crate::db::{Db, DbError, DbResult};
+use crate::error::{ApiError, ErrorCode};
 
 /// The source name of chat change events (a host namespace, `sync.md` §3.1).
 pub const CHATS_SOURCE: &str = "host.chats";
@@ -139,8 +141,60 @@ pub struct ChatDetail {
     /// The chat.
     #[serde(flatten)]
     pub chat: Chat,
-    /// Its items, oldest first.
+    /// Its items, oldest first: the newest page of them, or the page before the item
+    /// named by `before` (see [`crate::ChatLimits`]).
     pub items: Vec<ChatItem>,
+    /// Whether older items exist than the page holds: ask again with `before` set to the
+    /// first item's id.
+    #[serde(default)]
+    pub more: bool,
+}
+
+/// One page of a chat's items, oldest first, and whether older ones exist.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ItemPage {
+    pub(crate) items: Vec<ChatItem>,
+    pub(crate) more: bool,
+}
+
+/// Why adding an item failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AddError {
+    /// The chat already holds `ChatLimits::chat_items` items.
+    #[error("A chat may hold at most {0} items.")]
+    ChatFull(usize),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<AddError> for ApiError {
+    fn from(e: AddError) -> Self {
+        match e {
+            AddError::ChatFull(_) => ApiError::new(ErrorCode::ChatFull, e.to_string()),
+            AddError::Db(e) => {
+                tracing::error!(error = %e, "an item could not be stored");
+                e.into()
+            }
+        }
+    }
+}
+
+/// The chat's item count, or [`AddError::ChatFull`] when it holds `max` already (inside
+/// the writing transaction, so two writers never both pass).
+fn check_room(conn: &rusqlite::Connection, chat_id: &str, max: usize) -> Result<(), AddError> {
+    let count: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM ui_items WHERE chat_id = ?1")
+        .and_then(|mut s| s.query_row(params![chat_id], |r| r.get(0)))
+        .map_err(DbError::from)?;
+    if usize::try_from(count).unwrap_or(usize::MAX) >= max {
+        return Err(AddError::ChatFull(max));
+    }
+    Ok(())
+}
+
+fn store_error(e: DbError) -> StoreError {
+    StoreError::Failed(e.0)
 }
 
 /// A chat row with its owner (server side only).
@@ -214,12 +268,6 @@ fn parse_json<T: for<'de> Deserialize<'de>>(text: &str) -> DbResult<T> {
     Ok(serde_json::from_str(text)?)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// A new id: 32 random hex digits.
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -258,6 +306,16 @@ fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
 }
 
 impl ItemRow {
+    /// The stored bytes of the row a page counts (text, blocks, frozen readings, answers,
+    /// choice origin).
+    fn weight(&self) -> usize {
+        self.text.len()
+            + self.blocks.len()
+            + self.ui_queries.as_ref().map_or(0, String::len)
+            + self.answers.len()
+            + self.ui_choice.as_ref().map_or(0, String::len)
+    }
+
     fn into_item(self) -> DbResult<ChatItem> {
         Ok(ChatItem {
             id: self.id,
@@ -390,6 +448,8 @@ pub struct SqliteUiStore {
     db: Db,
     feed: Option<SyncService>,
     cache: Arc<StoreCache>,
+    clock: Arc<dyn HostClock>,
+    limits: ChatLimits,
 }
 
 impl std::fmt::Debug for SqliteUiStore {
@@ -409,13 +469,21 @@ pub(crate) struct ReplyUpdate {
 }
 
 impl SqliteUiStore {
-    pub(crate) fn new(db: Db, feed: Option<SyncService>) -> Self {
+    pub(crate) fn new(
+        db: Db,
+        feed: Option<SyncService>,
+        clock: Arc<dyn HostClock>,
+        limits: ChatLimits,
+    ) -> Self {
         SqliteUiStore {
             db,
             feed,
             cache: Arc::new(StoreCache::default()),
+            clock,
+            limits,
         }
     }
+
 
     /// Records that `chat_id` (owned by `owner`) changed: into the request's write scope,
     /// or on the feed at once.
@@ -434,8 +502,11 @@ impl SqliteUiStore {
                     .push(draft.clone());
             })
             .is_ok();
-        if !in_scope && let Some(feed) = &self.feed {
-            let _ = feed.record(draft);
+        if !in_scope
+            && let Some(feed) = &self.feed
+            && let Err(e) = feed.record(draft)
+        {
+            tracing::warn!(chat_id, error = %e, "a chat change could not be recorded");
         }
     }
 
@@ -462,7 +533,7 @@ impl SqliteUiStore {
             id: new_id(),
             title: title.to_owned(),
             project: project.to_owned(),
-            created_at: now_ms(),
+            created_at: self.clock.now_ms(),
         };
         let (c, o) = (chat.clone(), owner.to_owned());
         self.db
@@ -535,19 +606,54 @@ impl SqliteUiStore {
         Ok(Some(chat))
     }
 
-    /// The items of `chat_id`, oldest first.
-    pub(crate) async fn items(&self, chat_id: &str) -> DbResult<Vec<ChatItem>> {
-        let id = chat_id.to_owned();
+    /// A page of the items of `chat_id`, oldest first: the newest `limit` items (before
+    /// the item `before` when given) whose stored bytes stay within
+    /// [`ChatLimits::page_bytes`] — but always at least one. `None` when `before` is not
+    /// an item of the chat. Rows are read newest first and only as far as the page goes.
+    pub(crate) async fn items_page(
+        &self,
+        chat_id: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> DbResult<Option<ItemPage>> {
+        let (id, before) = (chat_id.to_owned(), before.map(str::to_owned));
+        let max_bytes = self.limits.page_bytes;
         self.db
             .read(move |c| {
+                let below = match before {
+                    None => i64::MAX,
+                    Some(before) => {
+                        let pos = c
+                            .prepare_cached(
+                                "SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2",
+                            )?
+                            .query_row(params![id, before], |r| r.get::<_, i64>(0))
+                            .optional()?;
+                        match pos {
+                            Some(pos) => pos,
+                            None => return Ok(None),
+                        }
+                    }
+                };
                 let mut stmt = c.prepare_cached(&format!(
-                    "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 ORDER BY pos"
+                    "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND pos < ?2 \
+                     ORDER BY pos DESC"
                 ))?;
-                let rows = stmt.query_map(params![id], item_row)?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
-                    .into_iter()
-                    .map(ItemRow::into_item)
-                    .collect()
+                let mut rows = stmt.query(params![id, below])?;
+                let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
+                while let Some(row) = rows.next()? {
+                    let row = item_row(row)?;
+                    let weight = row.weight();
+                    if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes)
+                    {
+                        more = true;
+                        break;
+                    }
+                    bytes += weight;
+                    items.push(row.into_item()?);
+                }
+                items.reverse();
+                Ok(Some(ItemPage { items, more }))
             })
             .await
     }
@@ -566,28 +672,35 @@ impl SqliteUiStore {
 
     /// Appends an item to the chat: an assistant reply (`streaming` while it streams) or a
     /// person's message.
+    ///
+    /// # Errors
+    /// [`AddError::ChatFull`] when the chat holds [`ChatLimits::chat_items`] items.
     pub(crate) async fn add_item(
         &self,
         chat_id: &str,
         role: Role,
         text: &str,
         streaming: bool,
-    ) -> DbResult<ChatItem> {
+    ) -> Result<ChatItem, AddError> {
         let item = ChatItem {
             id: new_id(),
             role,
             text: text.to_owned(),
             streaming,
-            created_at: now_ms(),
+            created_at: self.clock.now_ms(),
             ui: Vec::new(),
             ui_queries: None,
             ui_answers: IndexMap::new(),
             ui_choice: None,
         };
-        let (chat, it) = (chat_id.to_owned(), item.clone());
+        let (chat, it, max) = (chat_id.to_owned(), item.clone(), self.limits.chat_items);
         self.db
             .write(move |conn| {
-                conn.execute(
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                if let Err(e) = check_room(&tx, &chat, max) {
+                    return Ok(Err(e));
+                }
+                tx.execute(
                     "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, created_at) \
                      VALUES (?1, ?2, \
                        (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
@@ -601,9 +714,10 @@ impl SqliteUiStore {
                         it.created_at as i64
                     ],
                 )?;
-                Ok(())
+                tx.commit()?;
+                Ok(Ok(()))
             })
-            .await?;
+            .await??;
         self.touch(chat_id).await;
         Ok(item)
     }
@@ -770,34 +884,42 @@ impl UiStore for SqliteUiStore {
         access
     }
 
-    async fn set_access(&self, chat_id: &str, item_id: &str, access: Option<Arc<Value>>) {
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError> {
         let (c, i, cache) = (
             chat_id.to_owned(),
             item_id.to_owned(),
             Arc::clone(&self.cache),
         );
         let text = access.map(|a| a.to_js_json());
-        let _ = self
-            .db
+        self.db
             .write(move |conn| {
                 let written = conn
                     .prepare_cached(
                         "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
                          ON CONFLICT (chat_id, item_id) DO UPDATE SET access = excluded.access",
-                    )?
-                    .execute(params![c, i, text]);
+                    )
+                    .and_then(|mut s| s.execute(params![c, i, text]));
                 // Dropped even when the write failed: what it left is unknown.
                 cache.access.invalidate(&item_key(&c, &i));
                 written?;
                 Ok(())
             })
-            .await;
+            .await
+            .map_err(store_error)
     }
 
-    async fn set_ui_queries(&self, chat_id: &str, item_id: &str, state: UiQueryState) {
-        let Ok(text) = json_text(&state) else {
-            return;
-        };
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError> {
+        let text = json_text(&state).map_err(store_error)?;
         let (c, i, cache) = (
             chat_id.to_owned(),
             item_id.to_owned(),
@@ -809,19 +931,27 @@ impl UiStore for SqliteUiStore {
                 let written = conn
                     .prepare_cached(
                         "UPDATE ui_items SET ui_queries = ?3 WHERE chat_id = ?1 AND id = ?2",
-                    )?
-                    .execute(params![c, i, text]);
+                    )
+                    .and_then(|mut s| s.execute(params![c, i, text]));
                 Self::item_written(&cache, &c, &i);
                 Ok(written?)
             })
-            .await;
-        if matches!(written, Ok(n) if n > 0) {
+            .await
+            .map_err(store_error)?;
+        if written > 0 {
             self.touch(chat_id).await;
         }
+        Ok(())
     }
 
-    async fn send_choice(&self, chat_id: &str, origin: &ChoiceOrigin, context: &str) -> SendResult {
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError> {
         let (c, o, text) = (chat_id.to_owned(), origin.clone(), context.to_owned());
+        let (max, now) = (self.limits.chat_items, self.clock.now_ms());
         let sent = self
             .db
             .write(move |conn| {
@@ -852,28 +982,37 @@ impl UiStore for SqliteUiStore {
                     |r| r.get(0),
                 )?;
                 if !existing {
+                    match check_room(&tx, &c, max) {
+                        Ok(()) => {}
+                        Err(AddError::ChatFull(max)) => {
+                            return Ok(Err(StoreError::ChatFull(format!(
+                                "The chat holds {max} items, as many as it may."
+                            ))));
+                        }
+                        Err(AddError::Db(e)) => return Err(e),
+                    }
                     tx.execute(
                         "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, \
                            created_at, ui_choice) \
                          VALUES (?1, ?2, \
                            (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
                            'user', ?3, 0, ?4, ?5)",
-                        params![c, new_id(), text, now_ms() as i64, json_text(&o)?],
+                        params![c, new_id(), text, now as i64, json_text(&o)?],
                     )?;
                 }
                 tx.commit()?;
-                Ok::<_, DbError>(SendResult {
+                Ok(Ok(SendResult {
                     queued,
                     turn_id: None,
-                })
+                }))
             })
             .await
-            .unwrap_or_default();
+            .map_err(store_error)??;
         self.touch(chat_id).await;
-        sent
+        Ok(sent)
     }
 
-    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) {
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
         let (c, a, cache) = (chat_id.to_owned(), answer, Arc::clone(&self.cache));
         let written = self
             .db
@@ -900,10 +1039,12 @@ impl UiStore for SqliteUiStore {
                 Self::item_written(&cache, &c, &a.origin.item_id);
                 Ok(true)
             })
-            .await;
-        if matches!(written, Ok(true)) {
+            .await
+            .map_err(store_error)?;
+        if written {
             self.touch(chat_id).await;
         }
+        Ok(())
     }
 }
 
@@ -912,6 +1053,7 @@ mod tests {
     use std::time::Duration;
 
     use ui_compiler::{CompileOptions, UiCompiler};
+    use ui_host::TokioClock;
 
     use super::*;
 
@@ -933,9 +1075,14 @@ mod tests {
             new_id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let db = Db::open(&dir.join("app.db"), SCHEMA).await.unwrap();
+        let db = Db::open(&dir.join("app.db"), SCHEMA, 2).await.unwrap();
         Fixture {
-            store: SqliteUiStore::new(db, None),
+            store: SqliteUiStore::new(
+                db,
+                None,
+                Arc::new(TokioClock::new()),
+                ChatLimits::default(),
+            ),
             dir,
         }
     }
@@ -1014,7 +1161,8 @@ mod tests {
         assert_eq!(store.cache.items.len(), 0);
 
         // Captured: settled, cached, and its author is seen at once.
-        store.set_ui_queries(c, i, authored_by(c)).await;
+        store.set_ui_queries(c, i, authored_by(c)).await
+            .unwrap();
         let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(stored.author_chat_id.as_deref(), Some(c));
         assert_eq!(store.cache.items.len(), 1);
@@ -1027,7 +1175,8 @@ mod tests {
         assert_eq!(stored.block.revision, two[0].revision);
         // So does another author (as a fork's capture would write): no longer settled.
         assert_eq!(store.cache.items.len(), 1);
-        store.set_ui_queries(c, i, authored_by("other")).await;
+        store.set_ui_queries(c, i, authored_by("other")).await
+            .unwrap();
         let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(stored.author_chat_id.as_deref(), Some("other"));
         assert_eq!(store.cache.items.len(), 0);
@@ -1035,17 +1184,20 @@ mod tests {
         // Captured access: absent and denied are never cached, granted is; every write to
         // it is seen at once.
         assert_eq!(store.access(c, i).await, AccessRecord::Absent);
-        store.set_access(c, i, None).await;
+        store.set_access(c, i, None).await
+            .unwrap();
         assert_eq!(store.access(c, i).await, AccessRecord::Denied);
         assert_eq!(store.cache.access.len(), 0);
         let access = Arc::new(Value::from("web"));
-        store.set_access(c, i, Some(Arc::clone(&access))).await;
+        store.set_access(c, i, Some(Arc::clone(&access))).await
+            .unwrap();
         assert_eq!(
             store.access(c, i).await,
             AccessRecord::Granted(Arc::clone(&access))
         );
         assert_eq!(store.cache.access.len(), 1);
-        store.set_access(c, i, None).await;
+        store.set_access(c, i, None).await
+            .unwrap();
         assert_eq!(store.access(c, i).await, AccessRecord::Denied);
 
         // The chat's info comes from the cache once read.
@@ -1073,11 +1225,13 @@ mod tests {
             .unwrap();
         store
             .set_ui_queries(&alice.id, &item.id, authored_by(&alice.id))
-            .await;
+            .await
+            .unwrap();
         let access = Arc::new(Value::from("alice"));
         store
             .set_access(&alice.id, &item.id, Some(Arc::clone(&access)))
-            .await;
+            .await
+            .unwrap();
         let block_id = final_blocks(&item.id, "one")[0].id.clone();
         // Warm every cache with Alice's chat …
         assert!(
@@ -1120,7 +1274,8 @@ mod tests {
             .unwrap();
         let (c, i) = (chat.id.as_str(), item.id.as_str());
         store.update_reply(c, i, finished(i, "one")).await.unwrap();
-        store.set_ui_queries(c, i, authored_by(c)).await;
+        store.set_ui_queries(c, i, authored_by(c)).await
+            .unwrap();
         let block_id = final_blocks(i, "one")[0].id.clone();
         let cached = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(store.cache.items.len(), 1);

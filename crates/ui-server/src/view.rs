@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use ui_compiler::{Block, UiState, ViewNode, evaluate_block};
-use ui_core::{Code, Failure, HostLimits, Record, UiLimits, Value, View};
+use ui_core::{Clock, Code, Failure, HostLimits, Record, UiLimits, Value, View};
 
 use crate::error::{ApiError, ErrorCode};
 
@@ -118,15 +118,19 @@ fn find<'a>(view: &'a View, id: &str) -> Option<&'a ViewNode> {
     found
 }
 
-/// Evaluates `block` for the payload (on the calling thread; callers move it off the
-/// async workers).
+/// Evaluates `block` for the payload under `limits`, measuring wall time on `clock` (on
+/// the calling thread; callers move it off the async workers).
 ///
 /// # Errors
 /// The interpreter's code: `refused_binding` (not a declared variable, or not a bound
 /// prop), `invalid_value` (a value of another kind), `refused_query` (not a declared
 /// query), `budget_exceeded`.
-pub fn evaluate(block: &Arc<Block>, p: &ViewPayload) -> Result<ViewAnswer, ApiError> {
-    let limits = UiLimits::DEFAULT;
+pub fn evaluate(
+    block: &Arc<Block>,
+    p: &ViewPayload,
+    limits: UiLimits,
+    clock: &dyn Clock,
+) -> Result<ViewAnswer, ApiError> {
     let mut state = UiState::new(block, limits).map_err(failure)?;
     for (name, value) in &p.values {
         state.set(name, value).map_err(failure)?;
@@ -134,7 +138,7 @@ pub fn evaluate(block: &Arc<Block>, p: &ViewPayload) -> Result<ViewAnswer, ApiEr
     for (name, value) in &p.readings {
         state.set_query(name, value, block).map_err(failure)?;
     }
-    let mut view = evaluate_block(block, &state, limits, None).map_err(failure)?;
+    let mut view = evaluate_block(block, &state, limits, Some(clock)).map_err(failure)?;
     let before = state.snapshot();
     if let Some(change) = &p.change {
         let node = find(&view, &change.node_id).ok_or_else(|| {
@@ -158,7 +162,7 @@ pub fn evaluate(block: &Arc<Block>, p: &ViewPayload) -> Result<ViewAnswer, ApiEr
     }
     let changed = state.snapshot() != before;
     if changed {
-        view = evaluate_block(block, &state, limits, None).map_err(failure)?;
+        view = evaluate_block(block, &state, limits, Some(clock)).map_err(failure)?;
     }
     Ok(ViewAnswer {
         values: state.values().clone(),

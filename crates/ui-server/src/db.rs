@@ -273,4 +273,53 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    /// Counts to two billion in one step: minutes of work unless interrupted.
+    const SPIN: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+                        WHERE x < 2000000000) SELECT max(x) FROM c";
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_source_read_stops_however_early_or_late_it_is_cancelled() {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-db-cancel-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 2)
+            .await
+            .unwrap();
+        let spin = |c: &Connection| Ok(c.query_row(SPIN, [], |r| r.get::<_, i64>(0))?);
+        // Cancelled before the statement starts (a read that waited for its turn): an
+        // interrupt sent then would be lost when the statement begins.
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let started = std::time::Instant::now();
+        let e = db.read_source(cancel, spin).await.unwrap_err();
+        assert!(e.0.contains("interrupt"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // Cancelled just as the blocking call starts, and while it runs.
+        for delay in [0, 1, 5, 50] {
+            let cancel = CancellationToken::new();
+            let fire = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                fire.cancel();
+            });
+            let started = std::time::Instant::now();
+            let e = db.read_source(cancel, spin).await.unwrap_err();
+            assert!(e.0.contains("interrupt"), "{delay} ms: {e}");
+            assert!(started.elapsed() < Duration::from_secs(2), "{delay} ms");
+        }
+        // The pool's connections serve the next reads normally, without the old handler.
+        for _ in 0..4 {
+            let one = db
+                .read_source(CancellationToken::new(), |c| {
+                    Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?)
+                })
+                .await;
+            assert_eq!(one, Ok(1));
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -14,6 +14,10 @@
 //!   10 s, caps reads at 2 per chat and 16 in all, times out at 8 s and refuses results over
 //!   64 KB, with the codes of `host.md` §14.
 //! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory.
+//!   Every write returns a [`StoreError`] when it did not happen: a capture or a choice
+//!   then fails (`internal`, or `refused-choice` for a full chat), a freeze retries.
+//! - [`UiQueries::configured`] takes every limit group ([`ServiceLimits`]); every budget
+//!   measures time on the injected [`HostClock`] ([`BudgetClock`]), never a fresh clock.
 //!
 //! ```
 //! use std::sync::Arc;

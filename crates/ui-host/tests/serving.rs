@@ -578,8 +578,26 @@ async fn arguments_follow_the_input_and_the_block_revision() {
 }
 
 /// A store that implements only what `UiStore` requires, so `block` is the provided
-/// method.
-struct PlainStore(Arc<ui_host::MemoryStore>);
+/// method; its writes fail as often as [`Failures`] says.
+struct PlainStore(Arc<ui_host::MemoryStore>, Arc<Failures>);
+
+/// Writes a [`PlainStore`] fails before it lets them through.
+#[derive(Default)]
+struct Failures {
+    /// `set_access` calls to fail.
+    access: std::sync::atomic::AtomicUsize,
+    /// `set_ui_queries` calls with frozen blocks (a freeze's, not a capture's) to fail.
+    frozen: std::sync::atomic::AtomicUsize,
+}
+
+/// Takes one failure of `left` when any is left.
+fn fail(left: &std::sync::atomic::AtomicUsize) -> Result<(), ui_host::StoreError> {
+    use std::sync::atomic::Ordering;
+    match left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+        Ok(_) => Err(ui_host::StoreError::Failed("injected".into())),
+        Err(_) => Ok(()),
+    }
+}
 
 #[async_trait::async_trait]
 impl UiStore for PlainStore {
@@ -601,6 +619,7 @@ impl UiStore for PlainStore {
         item_id: &str,
         access: Option<Arc<Value>>,
     ) -> Result<(), ui_host::StoreError> {
+        fail(&self.1.access)?;
         self.0.set_access(chat_id, item_id, access).await
     }
     async fn set_ui_queries(
@@ -609,6 +628,9 @@ impl UiStore for PlainStore {
         item_id: &str,
         state: ui_host::UiQueryState,
     ) -> Result<(), ui_host::StoreError> {
+        if !state.blocks.is_empty() {
+            fail(&self.1.frozen)?;
+        }
         self.0.set_ui_queries(chat_id, item_id, state).await
     }
     async fn send_choice(
@@ -634,7 +656,7 @@ async fn a_store_with_only_the_required_methods_serves_reads() {
     let block = w.put_reply("c1", "i1", REPLY)[0].clone();
     let service = ui_host::UiQueries::new(
         w.host.clone(),
-        Arc::new(PlainStore(w.store.clone())),
+        Arc::new(PlainStore(w.store.clone(), Arc::default())),
         Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
     );
     let p = w.payload("c1", "i1", &block, "$runs");
@@ -649,10 +671,71 @@ async fn a_store_with_only_the_required_methods_serves_reads() {
     );
     // The provided method and the memory store's own answer alike.
     assert_eq!(
-        PlainStore(w.store.clone())
+        PlainStore(w.store.clone(), Arc::default())
             .block("c1", "i1", &block.0)
             .await,
         w.store.block("c1", "i1", &block.0).await
     );
     assert!(w.store.block("c1", "i1", "nope").await.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capture_whose_write_fails_grants_nothing_until_it_is_stored() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    let failures = Arc::new(Failures::default());
+    set(&failures.access, 1);
+    let service = ui_host::UiQueries::new(
+        w.host.clone(),
+        Arc::new(PlainStore(w.store.clone(), Arc::clone(&failures))),
+        Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
+    );
+    let p = w.payload("c1", "i1", &block, "$runs");
+    let refused = service.query(&p).await;
+    assert_eq!(refused.state, ReadingState::Refused, "{refused:?}");
+    assert_eq!(refused.code.as_deref(), Some("access-unavailable"));
+    assert_eq!(w.reads(), 0);
+    // The next request captures again, and its write is stored.
+    let read = service.query(&p).await;
+    assert!(read.is_fresh(), "{read:?}");
+    assert!(matches!(
+        w.store.access("c1", "i1").await,
+        ui_host::AccessRecord::Granted(_)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_freeze_whose_write_fails_retries_it() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    let failures = Arc::new(Failures::default());
+    set(&failures.frozen, 3);
+    let service = ui_host::UiQueries::new(
+        w.host.clone(),
+        Arc::new(PlainStore(w.store.clone(), Arc::clone(&failures))),
+        Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
+    );
+    service.observe("c1", "i1", true).await;
+    settle().await;
+    // Three failed writes, each retried after a doubling wait; the fourth is stored.
+    let mut waited = 0;
+    while w
+        .store
+        .item_now("c1", "i1")
+        .ui_queries
+        .is_none_or(|q| q.blocks.is_empty())
+    {
+        assert!(waited < 5_000, "never frozen: {:?}", service.stats());
+        advance(50).await;
+        settle().await;
+        waited += 50;
+    }
+    assert!(waited >= 100 + 200 + 400, "frozen after {waited} ms");
+    assert_eq!(failures.frozen.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let item = w.store.item_now("c1", "i1");
+    let frozen = &item.ui_queries.unwrap().blocks[&block.0];
+    assert_eq!(frozen.revision, block.1);
+    assert!(frozen.readings["$runs"].is_fresh());
+    settle().await;
+    assert_eq!(service.stats().freezes, 0);
 }

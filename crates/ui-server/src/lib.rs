@@ -10,13 +10,33 @@
 //! - [`router`] serves the routes below; [`serve`] binds `127.0.0.1:<port>`.
 //! - Every error is an [`ApiError`]: a stable [`ErrorCode`], one HTTP status per code, and
 //!   the body `{"error":{"code","message","reason"?}}`.
+//! - One configuration reaches every check: the spec's limit groups and the
+//!   [`ChatLimits`] of [`ServerConfig`], and the clock of [`AppBuilder::clock`].
+//!
+//! ## Limits
+//!
+//! | Limit | Default | Config | Over it |
+//! | --- | --- | --- | --- |
+//! | text of one item | 1 MiB ([`limits::MAX_ITEM_TEXT_BYTES`]) | [`ChatLimits::item_text_bytes`] | `payload-too-large` |
+//! | items per chat | 1,000 ([`limits::MAX_CHAT_ITEMS`]) | [`ChatLimits::chat_items`] | `chat-full`; a choice `refused-choice` |
+//! | items per page | 50 ([`limits::MAX_CHAT_PAGE_ITEMS`]) | [`ChatLimits::page_items`] | `bad-request` for a larger `limit` |
+//! | bytes per page | 4 MiB ([`limits::MAX_CHAT_PAGE_BYTES`]) | [`ChatLimits::page_bytes`] | the page ends early, `more: true` |
+//! | source read timeout | 8 s | [`ServerConfig::host_limits`] `readTimeoutMilliseconds` | `timed-out`; the statement stops |
+//! | source connections | 16 | [`ServerConfig::host_limits`] `readSlots` | reads wait for a slot (`busy`) |
+//!
+//! Source reads run on a pool of their own, one read-only connection per read slot, so
+//! the store's reads (chat lists, items, access) never wait behind a slow source; a
+//! source read's statement carries a SQLite progress handler that looks at the read's
+//! cancellation for the statement's whole life, so a timed-out read stops at once,
+//! however early or late the cancellation came. Every write returns its failure: a
+//! request fails with `internal` (logged), the host service's freeze retries.
 //!
 //! | Route | What |
 //! | --- | --- |
 //! | `POST /api/login`, `POST /api/logout` | demo sessions (`alice`/`web`, `bob`/`ops`) |
 //! | `GET /api/me` | the principal |
 //! | `GET /api/session` | `{"user": principal}`, or `{"user": null}` when signed out (always `200`) |
-//! | `GET`/`POST /api/chats`, `GET /api/chats/{chat}` | the principal's chats; one with its items |
+//! | `GET`/`POST /api/chats`, `GET /api/chats/{chat}` | the principal's chats; one with a page of its items (`?before={itemId}&limit=`) |
 //! | `POST /api/chats/{chat}/messages` | a person's message |
 //! | `POST /api/chats/{chat}/items`, `…/items/{item}/delta`, `…/finish` | a reply while it streams |
 //! | `POST /ui/query`, `/ui/link`, `/ui/choice` | `host.md` §6, §13, §12 |
@@ -84,7 +104,10 @@
 //!
 //! Dependencies beyond the lower crates: axum (routing, extractors, serving), tower-http
 //! (panic catching and the `Cache-Control` header), schemars (wire schemas), toml (the
-//! sources file), futures-util (the event stream body), tokio-util (read cancellation).
+//! sources file), futures-util (the event stream body), tokio-util (read cancellation),
+//! tracing (failed writes and database calls are logged; the subscriber is the
+//! application's), rusqlite's `hooks` feature (the progress handler that stops a
+//! cancelled source read).
 
 mod auth;
 mod cache;

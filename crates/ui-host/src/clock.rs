@@ -67,7 +67,9 @@ pub struct BudgetClock<'a>(pub &'a dyn HostClock);
 
 impl std::fmt::Debug for BudgetClock<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("BudgetClock").field(&self.0.now_ms()).finish()
+        f.debug_tuple("BudgetClock")
+            .field(&self.0.now_ms())
+            .finish()
     }
 }
 

@@ -385,9 +385,11 @@ impl UiQueries {
         limits: HostLimits,
         ui_host_limits: UiHostLimits,
     ) -> Arc<Self> {
-        let mut all = ServiceLimits::default();
-        all.host = limits;
-        all.ui_host = ui_host_limits;
+        let all = ServiceLimits {
+            host: limits,
+            ui_host: ui_host_limits,
+            ..ServiceLimits::default()
+        };
         Self::configured(host, store, clock, all)
     }
 
@@ -1361,9 +1363,7 @@ impl UiQueries {
             at: self.clock.now_ms(),
         };
         let failed = |e: StoreError| match e {
-            StoreError::ChatFull(reason) => {
-                WireRefusal::new(WireCode::RefusedChoice, None, reason)
-            }
+            StoreError::ChatFull(reason) => WireRefusal::new(WireCode::RefusedChoice, None, reason),
             e => {
                 tracing::error!(chat_id = %p.chat_id, item_id = %p.item_id, error = %e,
                     "a choice could not be stored");

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 
-use crate::limits::{MAX_CHAT_ITEMS, MAX_CHAT_PAGE_BYTES, MAX_CHAT_PAGE_ITEMS, MAX_ITEM_TEXT_BYTES};
+use crate::limits::{
+    MAX_CHAT_ITEMS, MAX_CHAT_PAGE_BYTES, MAX_CHAT_PAGE_ITEMS, MAX_ITEM_TEXT_BYTES,
+};
 
 /// How large a chat may grow and how much of it one read answers. Build it with
 /// [`ChatLimits::default`] and set the fields; every field must be at least 1.

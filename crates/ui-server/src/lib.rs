@@ -139,8 +139,8 @@ pub use extract::{
 };
 pub use replies::ReplyProgress;
 pub use routes::{
-    CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody, NewChatBody,
-    NewReplyBody, RowsBody, RowsWritten, router,
+    CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody,
+    NewChatBody, NewReplyBody, RowsBody, RowsWritten, router,
 };
 pub use server::{serve, serve_on};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};

@@ -302,9 +302,7 @@ async fn read_chat(
     let max = state.chat_limits().page_items;
     let limit = page.limit.unwrap_or(max);
     if limit == 0 || limit > max {
-        return Err(ApiError::bad_request(format!(
-            "`limit` must be 1 to {max}"
-        )));
+        return Err(ApiError::bad_request(format!("`limit` must be 1 to {max}")));
     }
     let chat = owned(&state, &principal, &chat_id).await?;
     let page = state
@@ -479,10 +477,15 @@ async fn ui_view(
     }
     let (limits, clock) = (state.limits().ui, Arc::clone(state.clock()));
     let answer = tokio::task::spawn_blocking(move || {
-        evaluate(&Arc::clone(&block), &p, limits, &ui_host::BudgetClock(&*clock))
+        evaluate(
+            &Arc::clone(&block),
+            &p,
+            limits,
+            &ui_host::BudgetClock(&*clock),
+        )
     })
-        .await
-        .map_err(|e| ApiError::internal(format!("The evaluation failed: {e}")))??;
+    .await
+    .map_err(|e| ApiError::internal(format!("The evaluation failed: {e}")))??;
     Ok(ok(&answer))
 }
 

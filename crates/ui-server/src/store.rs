@@ -484,7 +484,6 @@ impl SqliteUiStore {
         }
     }
 
-
     /// Records that `chat_id` (owned by `owner`) changed: into the request's write scope,
     /// or on the feed at once.
     fn touched(&self, chat_id: &str, owner: &str) {
@@ -644,8 +643,7 @@ impl SqliteUiStore {
                 while let Some(row) = rows.next()? {
                     let row = item_row(row)?;
                     let weight = row.weight();
-                    if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes)
-                    {
+                    if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
                         more = true;
                         break;
                     }
@@ -1077,12 +1075,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let db = Db::open(&dir.join("app.db"), SCHEMA, 2).await.unwrap();
         Fixture {
-            store: SqliteUiStore::new(
-                db,
-                None,
-                Arc::new(TokioClock::new()),
-                ChatLimits::default(),
-            ),
+            store: SqliteUiStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default()),
             dir,
         }
     }
@@ -1161,8 +1154,7 @@ mod tests {
         assert_eq!(store.cache.items.len(), 0);
 
         // Captured: settled, cached, and its author is seen at once.
-        store.set_ui_queries(c, i, authored_by(c)).await
-            .unwrap();
+        store.set_ui_queries(c, i, authored_by(c)).await.unwrap();
         let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(stored.author_chat_id.as_deref(), Some(c));
         assert_eq!(store.cache.items.len(), 1);
@@ -1175,7 +1167,9 @@ mod tests {
         assert_eq!(stored.block.revision, two[0].revision);
         // So does another author (as a fork's capture would write): no longer settled.
         assert_eq!(store.cache.items.len(), 1);
-        store.set_ui_queries(c, i, authored_by("other")).await
+        store
+            .set_ui_queries(c, i, authored_by("other"))
+            .await
             .unwrap();
         let stored = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(stored.author_chat_id.as_deref(), Some("other"));
@@ -1184,20 +1178,20 @@ mod tests {
         // Captured access: absent and denied are never cached, granted is; every write to
         // it is seen at once.
         assert_eq!(store.access(c, i).await, AccessRecord::Absent);
-        store.set_access(c, i, None).await
-            .unwrap();
+        store.set_access(c, i, None).await.unwrap();
         assert_eq!(store.access(c, i).await, AccessRecord::Denied);
         assert_eq!(store.cache.access.len(), 0);
         let access = Arc::new(Value::from("web"));
-        store.set_access(c, i, Some(Arc::clone(&access))).await
+        store
+            .set_access(c, i, Some(Arc::clone(&access)))
+            .await
             .unwrap();
         assert_eq!(
             store.access(c, i).await,
             AccessRecord::Granted(Arc::clone(&access))
         );
         assert_eq!(store.cache.access.len(), 1);
-        store.set_access(c, i, None).await
-            .unwrap();
+        store.set_access(c, i, None).await.unwrap();
         assert_eq!(store.access(c, i).await, AccessRecord::Denied);
 
         // The chat's info comes from the cache once read.
@@ -1274,8 +1268,7 @@ mod tests {
             .unwrap();
         let (c, i) = (chat.id.as_str(), item.id.as_str());
         store.update_reply(c, i, finished(i, "one")).await.unwrap();
-        store.set_ui_queries(c, i, authored_by(c)).await
-            .unwrap();
+        store.set_ui_queries(c, i, authored_by(c)).await.unwrap();
         let block_id = final_blocks(i, "one")[0].id.clone();
         let cached = store.stored_block(c, i, &block_id).await.unwrap().unwrap();
         assert_eq!(store.cache.items.len(), 1);

@@ -34,8 +34,8 @@ async fn rerun(app: &App, cookie: &str, chat: &str, item: &Json) -> Json {
         )
         .await;
     assert_eq!(shown.status, StatusCode::OK, "{shown:?}");
-    let choice = find_node(&shown.body["view"]["nodes"], "Choice", Some("Rerun")).unwrap()["id"]
-        .clone();
+    let choice =
+        find_node(&shown.body["view"]["nodes"], "Choice", Some("Rerun")).unwrap()["id"].clone();
     json!({"chatId": chat, "itemId": item["id"], "blockId": block, "revision": revision,
            "choiceId": choice, "reads": {"$runs": frozen_read_id(item, &block)}, "values": {}})
 }
@@ -224,7 +224,10 @@ async fn a_failed_choice_write_fails_the_request_and_a_retry_sends_once() {
     let items = detail["items"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{detail}");
     assert_eq!(items[1]["text"], "Rerun the failed jobs");
-    assert_eq!(items[0]["uiAnswers"][&block]["choiceId"], a_choice_id(&detail));
+    assert_eq!(
+        items[0]["uiAnswers"][&block]["choiceId"],
+        a_choice_id(&detail)
+    );
 }
 
 fn a_choice_id(detail: &Json) -> Json {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use ui_core::text::truncate_utf16;
-use ui_core::{HostCode, HostLimits, Value, WireCode};
+use ui_core::{HostCode, Value, WireCode};
 
 /// The state of a reading: a closed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -66,13 +66,13 @@ pub struct ReadingSync {
     pub feed: String,
 }
 
-/// Cuts a reason to the host's limit in UTF-16 units; an empty one gets a generic sentence.
+/// A reason as readings carry it: an empty one gets a generic sentence. The service cuts
+/// it to its configured `reason` limit when it answers ([`QueryReading::cut_reason`]).
 pub(crate) fn reason_text(reason: &str) -> String {
-    let limit = HostLimits::DEFAULT.reason() as usize;
     if reason.trim().is_empty() {
         return "The live data could not be read.".to_owned();
     }
-    truncate_utf16(reason, limit).to_owned()
+    reason.to_owned()
 }
 
 impl QueryReading {
@@ -112,6 +112,18 @@ impl QueryReading {
             state: ReadingState::Refused,
             ..QueryReading::failed(read_at, code, reason)
         }
+    }
+
+    /// The same reading with its reason cut to `limit` UTF-16 units (`HostLimits::reason`,
+    /// 240 by default); the service answers every reading so cut.
+    pub fn cut_reason(mut self, limit: u64) -> Self {
+        if let Some(reason) = self.reason.as_mut() {
+            let cut = truncate_utf16(reason, usize::try_from(limit).unwrap_or(usize::MAX));
+            if cut.len() < reason.len() {
+                *reason = cut.to_owned();
+            }
+        }
+        self
     }
 
     /// Whether the reading is fresh.

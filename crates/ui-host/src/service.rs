@@ -658,6 +658,11 @@ impl UiQueries {
 
     /// Answers `ui.query` (§6.1–6.2). Always a reading; never fails.
     pub async fn query(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
+        self.query_uncut(p).await.cut_reason(self.limits.reason())
+    }
+
+    /// [`UiQueries::query`] before its reason is cut to the configured limit.
+    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
         let refused = |code: Option<HostCode>, reason: &str| {
             QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
         };

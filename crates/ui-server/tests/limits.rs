@@ -317,7 +317,11 @@ fn near_base(ms: &Json) -> bool {
 async fn configured_limits_and_the_injected_clock_reach_every_request() {
     let dir = TempDir::new("configured");
     let mut config = config(&dir);
-    config.host_limits = HostLimits::DEFAULT.with("payloadKey", 64).unwrap();
+    config.host_limits = HostLimits::DEFAULT
+        .with("payloadKey", 64)
+        .unwrap()
+        .with("reason", 10)
+        .unwrap();
     config.reply_limits = ReplyLimits::DEFAULT.with("blocks", 1).unwrap();
     let mut chat_limits = ChatLimits::default();
     chat_limits.item_text_bytes = 2_000;
@@ -369,6 +373,11 @@ async fn configured_limits_and_the_injected_clock_reach_every_request() {
     let a = app.post("/ui/query", &alice, query.clone()).await;
     assert_eq!(a.body["state"], "fresh", "{a:?}");
     assert!(near_base(&a.body["readAt"]), "{a:?}");
+    let mut stale = query.clone();
+    stale["revision"] = json!("0".repeat(64));
+    let a = app.post("/ui/query", &alice, stale).await;
+    assert_eq!(a.body["code"], "block-stale", "{a:?}");
+    assert_eq!(a.body["reason"], "The block ", "cut to 10 units (240 by default)");
     query["query"] = json!(long);
     let a = app.post("/ui/query", &alice, query).await;
     assert_eq!(a.code(), "bad-request", "{a:?}");

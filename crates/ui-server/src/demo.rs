@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value as Json};
 
 use crate::error::ApiError;
+use crate::sources::InsertError;
 use crate::state::AppState;
 use crate::store::{record_all, write_scope};
 
@@ -158,7 +159,8 @@ pub async fn seed_demo(state: &AppState) -> Result<(), ApiError> {
 
 /// Starts a task that inserts one CI run every `DEMO_WRITE_EVERY` (20 s) through the
 /// `ci.runs` write path (for `web`, alternating `main` and `dev`), recorded as change
-/// events like any write. Does nothing when the source has no write path.
+/// events like any write. Does nothing when the source has no write path; a failed write
+/// is logged and the next round writes again.
 pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut n: u64 = 0;
@@ -168,10 +170,7 @@ pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
             let mut writer = Map::new();
             writer.insert("user".into(), Json::from("demo"));
             writer.insert("project".into(), Json::from("web"));
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
-            writer.insert("now".into(), Json::from(now));
+            writer.insert("now".into(), Json::from(state.clock().now_ms()));
             let mut row = Map::new();
             let branch = if n.is_multiple_of(2) { "dev" } else { "main" };
             row.insert("branch".into(), Json::from(branch));
@@ -190,7 +189,10 @@ pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
                 Ok(outcome) => {
                     record_all(state.sync(), outcome.drafts).await;
                 }
-                Err(_) => return,
+                // No write path: nothing to do, ever.
+                Err(InsertError::UnknownSource | InsertError::NotWritable) => return,
+                // A failed write is logged; the next round writes again.
+                Err(e) => tracing::warn!(error = ?e, "the demo writer's insert failed"),
             }
         }
     })

@@ -4,7 +4,6 @@
 //! may call them directly.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 use ui_compiler::{Block, CompileOptions, UiCompiler};
@@ -231,7 +230,8 @@ impl AppState {
     /// Waits until every block of the item has its frozen entry for its revision, no
     /// freeze runs any more, or [`FREEZE_WAIT_MS`] passed.
     async fn wait_for_freeze(&self, chat_id: &str, item_id: &str) {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(FREEZE_WAIT_MS);
+        let clock = self.clock();
+        let deadline = clock.now_ms() + FREEZE_WAIT_MS;
         let blocks = self.limits().reply.blocks() as usize;
         loop {
             let Ok(Some(item)) = self.store().stored_item(chat_id, item_id).await else {
@@ -245,11 +245,11 @@ impl AppState {
             });
             if frozen
                 || self.queries().stats().freezes == 0
-                || tokio::time::Instant::now() >= deadline
+                || clock.now_ms() >= deadline
             {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(FREEZE_POLL_MS)).await;
+            clock.sleep(FREEZE_POLL_MS).await;
         }
     }
 }

@@ -243,10 +243,7 @@ impl AppState {
                     .and_then(|q| q.blocks.get(&b.id))
                     .is_some_and(|f| Some(&f.revision) == b.revision.as_ref())
             });
-            if frozen
-                || self.queries().stats().freezes == 0
-                || clock.now_ms() >= deadline
-            {
+            if frozen || self.queries().stats().freezes == 0 || clock.now_ms() >= deadline {
                 return;
             }
             clock.sleep(FREEZE_POLL_MS).await;

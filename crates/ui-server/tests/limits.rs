@@ -377,7 +377,10 @@ async fn configured_limits_and_the_injected_clock_reach_every_request() {
     stale["revision"] = json!("0".repeat(64));
     let a = app.post("/ui/query", &alice, stale).await;
     assert_eq!(a.body["code"], "block-stale", "{a:?}");
-    assert_eq!(a.body["reason"], "The block ", "cut to 10 units (240 by default)");
+    assert_eq!(
+        a.body["reason"], "The block ",
+        "cut to 10 units (240 by default)"
+    );
     query["query"] = json!(long);
     let a = app.post("/ui/query", &alice, query).await;
     assert_eq!(a.code(), "bad-request", "{a:?}");

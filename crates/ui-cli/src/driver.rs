@@ -309,6 +309,14 @@ impl<'r> Request<'r> {
         Ok((state, applied))
     }
 
+    /// The `queries` readings for block `index`, only those of names the block declares
+    /// as queries (`driver.md`: evaluate, links, choice and fallback drop the rest).
+    fn readings(&self, index: usize, block: &Block) -> Record {
+        let mut readings = self.per_block("queries", index);
+        readings.retain(|name, _| block.queries.contains_key(name));
+        readings
+    }
+
     fn presses(&self) -> Vec<Json> {
         self.raw
             .get("press")
@@ -323,7 +331,7 @@ impl<'r> Request<'r> {
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
             let input = self.per_block("input", index);
-            let queries = self.per_block("queries", index);
+            let queries = self.readings(index, block);
             let entry =
                 match ui_links::link_targets(block, &input, &queries, self.eval_limits, &*clock) {
                     Ok(targets) => json!({"index": index, "id": block.id,
@@ -342,16 +350,19 @@ impl<'r> Request<'r> {
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
             let input = self.per_block("input", index);
+            // Every declared query, or only `name`: also when the block does not declare
+            // it, which `query_arguments` answers with `invalid_query`.
+            let names: Vec<&str> = match &only {
+                Some(name) => vec![name.as_str()],
+                None => block.queries.keys().map(String::as_str).collect(),
+            };
             let mut args = Map::new();
-            for name in block.queries.keys() {
-                if only.as_ref().is_some_and(|o| o != name) {
-                    continue;
-                }
+            for name in names {
                 let entry = match query_arguments(block, name, &input, self.eval_limits, &*clock) {
                     Ok(v) => json!({"value": serde_json::to_value(&v).unwrap_or(Json::Null)}),
                     Err(f) => json!({"error": failure_json(&f)}),
                 };
-                args.insert(name.clone(), entry);
+                args.insert(name.to_owned(), entry);
             }
             let validated =
                 match validated_state(block, &input, &Record::default(), self.eval_limits, &*clock)
@@ -382,7 +393,7 @@ impl<'r> Request<'r> {
             } else {
                 self.per_block("input", index)
             };
-            let queries = self.per_block("queries", index);
+            let queries = self.readings(index, block);
             let view = self.view(block, &state)?;
             let mut ids = Vec::new();
             match &only {
@@ -416,8 +427,7 @@ impl<'r> Request<'r> {
         for (index, block) in self.selected(&blocks) {
             let mut entry = json!({"index": index, "id": block.id, "fallback": block.fallback});
             if !block.queries.is_empty() {
-                let mut readings = self.per_block("queries", index);
-                readings.retain(|name, _| block.queries.contains_key(name));
+                let readings = self.readings(index, block);
                 match ui_fallback::query_fallback(block, &readings, self.eval_limits, &*clock) {
                     Ok(text) => entry["queryFallback"] = Json::String(text),
                     Err(f) => entry["queryFallbackError"] = failure_json(&f),
@@ -550,8 +560,8 @@ fn summaries(blocks: &[Arc<Block>]) -> Json {
         blocks
             .iter()
             .map(|b| {
-                let mut ids = Vec::new();
-                b.walk(&mut |n| ids.push(n.id.clone()));
+                // The top-level nodes only (`driver.md`, `stream`).
+                let ids: Vec<&str> = b.nodes.iter().map(|n| n.id.as_str()).collect();
                 let codes: Vec<&str> = b.diagnostics.iter().map(|d| d.code.as_str()).collect();
                 json!({
                     "id": b.id, "start": b.start, "end": b.end, "complete": b.complete,

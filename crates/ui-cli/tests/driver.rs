@@ -204,3 +204,64 @@ fn args_answer_an_undeclared_name_with_invalid_query() {
         "invalid_query"
     );
 }
+
+/// Counts the `write` and `flush` calls the driver makes on its output.
+#[derive(Default)]
+struct Counting {
+    bytes: Vec<u8>,
+    writes: usize,
+    flushes: usize,
+}
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writes += 1;
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.flushes += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn each_answer_is_one_write_and_one_flush_and_equals_handle() {
+    let big = format!(
+        "```ui\n<Stats>{}</Stats>\n```\n",
+        "<Stat label=\"Runs\" value={12} unit=\"x\"/>".repeat(100)
+    );
+    let requests = [
+        request("compile", &big, json!({"tag": 1})),
+        request("stream", &big, json!({"step": 16})),
+        request("evaluate", &big, json!({})),
+        json!({"op": "nope", "tag": "t"}),
+        request("links", LINKED, json!({"queries": {"$runs": [1]}})),
+    ];
+    let input: String = requests
+        .iter()
+        .map(|r| format!("{r}\n"))
+        .chain(["not json\n".to_owned(), "\n".to_owned()])
+        .collect();
+    let mut out = Counting::default();
+    ui_cli::driver::run(input.as_bytes(), &mut out).unwrap();
+    assert_eq!(out.writes, 6, "one write per answer");
+    assert_eq!(out.flushes, 6, "one flush per answer");
+    let text = String::from_utf8(out.bytes).unwrap();
+    let lines: Vec<Json> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6);
+    for (line, request) in lines.iter().zip(&requests) {
+        assert_eq!(*line, handle(request));
+    }
+    assert!(
+        text.len() > 64 * 1024,
+        "answers larger than the buffer's first size"
+    );
+    assert_eq!(lines[5]["error"]["code"], "driver:bad_json");
+    assert_eq!(lines[3]["error"]["code"], "driver:unknown_op");
+    assert_eq!(lines[0]["tag"], 1);
+}

@@ -90,8 +90,11 @@ fn raised() -> Json {
     })
 }
 
+/// A workload: its bench name, its request line and the check of its answer.
+type Workload = (&'static str, Vec<u8>, fn(&Json));
+
 /// The three requests with a check of each answer.
-fn workloads() -> Vec<(&'static str, Vec<u8>, fn(&Json))> {
+fn workloads() -> Vec<Workload> {
     let stats = input("stats100.txt");
     let table = input("table1000.txt");
     let streaming = input("streaming.txt");

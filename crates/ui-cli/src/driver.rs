@@ -5,6 +5,7 @@
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value as Json, json};
 use ui_compiler::expr::{evaluate, parse_expression};
 use ui_compiler::{
@@ -56,71 +57,229 @@ fn failure_json(f: &Failure) -> Json {
 
 /// Runs the driver over `input` until it ends, writing one response per request line.
 ///
+/// Each response is serialized into one buffer and written with a single `write_all` and
+/// one flush, so a host reading the pipe sees whole lines at once.
+///
 /// # Errors
 /// Only I/O errors of `input` or `output`.
 pub fn run(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    let mut buffer = Vec::with_capacity(64 * 1024);
     for line in input.lines() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let response = handle_line(&line);
-        serde_json::to_writer(&mut output, &response)?;
-        output.write_all(b"\n")?;
+        buffer.clear();
+        write_response(&line, &mut buffer)?;
+        buffer.push(b'\n');
+        output.write_all(&buffer)?;
         output.flush()?;
     }
     Ok(())
+}
+
+/// Serializes the answer to one request line into `out` (without the line feed).
+fn write_response(line: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
+    match serde_json::from_str::<Json>(line) {
+        Ok(request) => serde_json::to_writer(out, &respond(&request))?,
+        Err(e) => serde_json::to_writer(out, &bad_json(&e))?,
+    }
+    Ok(())
+}
+
+fn bad_json(e: &serde_json::Error) -> Json {
+    json!({
+        "ok": false,
+        "error": {"code": "driver:bad_json", "message": e.to_string()},
+    })
 }
 
 /// Answers one request line.
 pub fn handle_line(line: &str) -> Json {
     match serde_json::from_str::<Json>(line) {
         Ok(request) => handle(&request),
-        Err(e) => json!({
-            "ok": false,
-            "error": {"code": "driver:bad_json", "message": e.to_string()},
-        }),
+        Err(e) => bad_json(&e),
     }
 }
 
 /// Answers one parsed request.
 pub fn handle(request: &Json) -> Json {
-    let op = request.get("op").cloned().unwrap_or(Json::Null);
+    serde_json::to_value(respond(request)).unwrap_or(Json::Null)
+}
+
+/// The answer to one request, serialized straight from the compiled types.
+fn respond(request: &Json) -> Response<'_> {
+    let op = request.get("op").unwrap_or(&Json::Null);
     let result = match op.as_str() {
         Some("compile") => Request::new(request).and_then(|r| r.compile()),
         Some("evaluate") => Request::new(request).and_then(|r| r.evaluate()),
-        Some("expression") => Request::new(request).and_then(|r| r.expression()),
+        Some("expression") => Request::new(request)
+            .and_then(|r| r.expression())
+            .map(fields),
         Some("stream") => Request::new(request).and_then(|r| r.stream()),
-        Some("text") => Request::new(request).map(|r| r.text()),
-        Some("links") => Request::new(request).and_then(|r| r.links()),
-        Some("args") => Request::new(request).and_then(|r| r.args()),
-        Some("choice") => Request::new(request).and_then(|r| r.choice()),
-        Some("fallback") => Request::new(request).and_then(|r| r.fallback()),
+        Some("text") => Request::new(request).map(|r| fields(r.text())),
+        Some("links") => Request::new(request).and_then(|r| r.links()).map(fields),
+        Some("args") => Request::new(request).and_then(|r| r.args()).map(fields),
+        Some("choice") => Request::new(request).and_then(|r| r.choice()).map(fields),
+        Some("fallback") => Request::new(request).and_then(|r| r.fallback()).map(fields),
         _ => Err(driver_error(
             "driver:unknown_op",
             format!("Unknown op {op}."),
         )),
     };
-    let mut out = Map::new();
-    out.insert("op".to_owned(), op);
-    if let Some(tag) = request.get("tag") {
-        out.insert("tag".to_owned(), tag.clone());
+    Response {
+        op,
+        tag: request.get("tag"),
+        result,
     }
-    match result {
-        Ok(Json::Object(fields)) => {
-            out.insert("ok".to_owned(), Json::Bool(true));
-            out.extend(fields);
-        }
-        Ok(other) => {
-            out.insert("ok".to_owned(), Json::Bool(true));
-            out.insert("result".to_owned(), other);
-        }
-        Err(e) => {
-            out.insert("ok".to_owned(), Json::Bool(false));
-            out.insert("error".to_owned(), error_json(&e));
-        }
+}
+
+/// The fields of an answer built as a JSON object.
+fn fields(answer: Json) -> Answer {
+    match answer {
+        Json::Object(fields) => Answer::Fields(fields),
+        other => Answer::Fields(Map::from_iter([("result".to_owned(), other)])),
     }
-    Json::Object(out)
+}
+
+/// A response line: `op`, `tag` (echoed), `ok`, then the answer's fields or `error`.
+struct Response<'r> {
+    op: &'r Json,
+    tag: Option<&'r Json>,
+    result: Result<Answer, DriverError>,
+}
+
+/// The fields of a successful answer.
+enum Answer {
+    /// Fields built as JSON (the operations whose answers are small).
+    Fields(Map<String, Json>),
+    /// `compile`: the blocks and the reply's fallback text.
+    Compile {
+        blocks: Vec<Arc<Block>>,
+        fallback_text: String,
+    },
+    /// `evaluate`: one entry per selected block.
+    Evaluate(Vec<Evaluated>),
+    /// `stream`: the blocks of each prefix (by UTF-16 length), then of the final text.
+    Stream {
+        prefixes: Vec<(usize, Vec<Arc<Block>>)>,
+        last: Vec<Arc<Block>>,
+    },
+}
+
+/// One block of an `evaluate` answer.
+struct Evaluated {
+    index: usize,
+    id: String,
+    view: View,
+    scope: Record,
+    inputs: Record,
+    applied: Vec<Json>,
+}
+
+impl Serialize for Response<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("op", self.op)?;
+        if let Some(tag) = self.tag {
+            map.serialize_entry("tag", tag)?;
+        }
+        map.serialize_entry("ok", &self.result.is_ok())?;
+        match &self.result {
+            Err(e) => map.serialize_entry("error", &error_json(e))?,
+            Ok(Answer::Fields(fields)) => {
+                for (key, value) in fields {
+                    map.serialize_entry(key, value)?;
+                }
+            }
+            Ok(Answer::Compile {
+                blocks,
+                fallback_text,
+            }) => {
+                map.serialize_entry("blocks", blocks)?;
+                map.serialize_entry("fallbackText", fallback_text)?;
+            }
+            Ok(Answer::Evaluate(entries)) => map.serialize_entry("blocks", entries)?,
+            Ok(Answer::Stream { prefixes, last }) => {
+                let prefixes: Vec<Prefix<'_>> = prefixes
+                    .iter()
+                    .map(|(length, blocks)| Prefix {
+                        length: *length,
+                        blocks: Summaries(blocks),
+                    })
+                    .collect();
+                map.serialize_entry("prefixes", &prefixes)?;
+                map.serialize_entry("final", &Summaries(last))?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Evaluated {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("index", &self.index)?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("nodes", &self.view.nodes)?;
+        map.serialize_entry("diagnostics", &self.view.diagnostics)?;
+        map.serialize_entry("scope", &self.scope)?;
+        map.serialize_entry("inputValues", &self.inputs)?;
+        if !self.applied.is_empty() {
+            map.serialize_entry("applied", &self.applied)?;
+        }
+        map.end()
+    }
+}
+
+/// One prefix of a `stream` answer.
+#[derive(serde::Serialize)]
+struct Prefix<'a> {
+    length: usize,
+    blocks: Summaries<'a>,
+}
+
+/// Blocks summarised as `{id, start, end, complete, nodeIds, codes, fallback}`.
+struct Summaries<'a>(&'a [Arc<Block>]);
+
+impl Serialize for Summaries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|b| Summary(b)))
+    }
+}
+
+struct Summary<'a>(&'a Block);
+
+impl Serialize for Summary<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let b = self.0;
+        let mut map = serializer.serialize_map(Some(7))?;
+        map.serialize_entry("id", &b.id)?;
+        map.serialize_entry("start", &b.start)?;
+        map.serialize_entry("end", &b.end)?;
+        map.serialize_entry("complete", &b.complete)?;
+        // The top-level nodes only (`driver.md`, `stream`).
+        map.serialize_entry("nodeIds", &TopLevelIds(b))?;
+        map.serialize_entry("codes", &Codes(b))?;
+        map.serialize_entry("fallback", &b.fallback)?;
+        map.end()
+    }
+}
+
+struct TopLevelIds<'a>(&'a Block);
+
+impl Serialize for TopLevelIds<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.nodes.iter().map(|n| n.id.as_str()))
+    }
+}
+
+struct Codes<'a>(&'a Block);
+
+impl Serialize for Codes<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.diagnostics.iter().map(|d| d.code.as_str()))
+    }
 }
 
 /// The common fields of a request.
@@ -241,37 +400,32 @@ impl<'r> Request<'r> {
         }
     }
 
-    fn compile(&self) -> Result<Json, DriverError> {
+    fn compile(&self) -> Result<Answer, DriverError> {
         let blocks = self.compile_blocks();
-        Ok(json!({
-            "blocks": blocks.iter().map(|b| serde_json::to_value(&**b).unwrap_or(Json::Null)).collect::<Vec<_>>(),
-            "fallbackText": self.fallback_text(&blocks),
-        }))
+        let fallback_text = self.fallback_text(&blocks);
+        Ok(Answer::Compile {
+            blocks,
+            fallback_text,
+        })
     }
 
-    fn evaluate(&self) -> Result<Json, DriverError> {
+    fn evaluate(&self) -> Result<Answer, DriverError> {
         let blocks = self.compile_blocks();
         let presses = self.presses();
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
             let (state, applied) = self.page_state(index, block, &presses)?;
             let view = self.view(block, &state)?;
-            let scope = state.scope()?;
-            let inputs = input_values(block, &state)?;
-            let mut entry = json!({
-                "index": index,
-                "id": block.id,
-                "nodes": serde_json::to_value(&view.nodes).unwrap_or(Json::Null),
-                "diagnostics": serde_json::to_value(&view.diagnostics).unwrap_or(Json::Null),
-                "scope": serde_json::to_value(&scope).unwrap_or(Json::Null),
-                "inputValues": serde_json::to_value(&inputs).unwrap_or(Json::Null),
+            out.push(Evaluated {
+                index,
+                id: block.id.clone(),
+                scope: state.scope()?,
+                inputs: input_values(block, &state)?,
+                view,
+                applied,
             });
-            if !applied.is_empty() {
-                entry["applied"] = Json::Array(applied);
-            }
-            out.push(entry);
         }
-        Ok(json!({"blocks": out}))
+        Ok(Answer::Evaluate(out))
     }
 
     /// The state a page builds: readings (declared queries only), raw input (declared
@@ -309,6 +463,14 @@ impl<'r> Request<'r> {
         Ok((state, applied))
     }
 
+    /// The `queries` readings for block `index`, only those of names the block declares
+    /// as queries (`driver.md`: evaluate, links, choice and fallback drop the rest).
+    fn readings(&self, index: usize, block: &Block) -> Record {
+        let mut readings = self.per_block("queries", index);
+        readings.retain(|name, _| block.queries.contains_key(name));
+        readings
+    }
+
     fn presses(&self) -> Vec<Json> {
         self.raw
             .get("press")
@@ -323,7 +485,7 @@ impl<'r> Request<'r> {
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
             let input = self.per_block("input", index);
-            let queries = self.per_block("queries", index);
+            let queries = self.readings(index, block);
             let entry =
                 match ui_links::link_targets(block, &input, &queries, self.eval_limits, &*clock) {
                     Ok(targets) => json!({"index": index, "id": block.id,
@@ -342,16 +504,19 @@ impl<'r> Request<'r> {
         let mut out = Vec::new();
         for (index, block) in self.selected(&blocks) {
             let input = self.per_block("input", index);
+            // Every declared query, or only `name`: also when the block does not declare
+            // it, which `query_arguments` answers with `invalid_query`.
+            let names: Vec<&str> = match &only {
+                Some(name) => vec![name.as_str()],
+                None => block.queries.keys().map(String::as_str).collect(),
+            };
             let mut args = Map::new();
-            for name in block.queries.keys() {
-                if only.as_ref().is_some_and(|o| o != name) {
-                    continue;
-                }
+            for name in names {
                 let entry = match query_arguments(block, name, &input, self.eval_limits, &*clock) {
                     Ok(v) => json!({"value": serde_json::to_value(&v).unwrap_or(Json::Null)}),
                     Err(f) => json!({"error": failure_json(&f)}),
                 };
-                args.insert(name.clone(), entry);
+                args.insert(name.to_owned(), entry);
             }
             let validated =
                 match validated_state(block, &input, &Record::default(), self.eval_limits, &*clock)
@@ -382,7 +547,7 @@ impl<'r> Request<'r> {
             } else {
                 self.per_block("input", index)
             };
-            let queries = self.per_block("queries", index);
+            let queries = self.readings(index, block);
             let view = self.view(block, &state)?;
             let mut ids = Vec::new();
             match &only {
@@ -416,8 +581,7 @@ impl<'r> Request<'r> {
         for (index, block) in self.selected(&blocks) {
             let mut entry = json!({"index": index, "id": block.id, "fallback": block.fallback});
             if !block.queries.is_empty() {
-                let mut readings = self.per_block("queries", index);
-                readings.retain(|name, _| block.queries.contains_key(name));
+                let readings = self.readings(index, block);
                 match ui_fallback::query_fallback(block, &readings, self.eval_limits, &*clock) {
                     Ok(text) => entry["queryFallback"] = Json::String(text),
                     Err(f) => entry["queryFallbackError"] = failure_json(&f),
@@ -517,7 +681,7 @@ impl<'r> Request<'r> {
         })
     }
 
-    fn stream(&self) -> Result<Json, DriverError> {
+    fn stream(&self) -> Result<Answer, DriverError> {
         let step = self
             .raw
             .get("step")
@@ -535,29 +699,11 @@ impl<'r> Request<'r> {
         while length < total {
             let cut = map.byte(length);
             let prefix = &self.text[..cut];
-            let blocks = compiler.compile(prefix, &options);
-            prefixes.push(json!({"length": length, "blocks": summaries(&blocks)}));
+            prefixes.push((length, compiler.compile(prefix, &options)));
             length += step;
         }
         options.is_final = true;
-        let blocks = compiler.compile(&self.text, &options);
-        Ok(json!({"prefixes": prefixes, "final": summaries(&blocks)}))
+        let last = compiler.compile(&self.text, &options);
+        Ok(Answer::Stream { prefixes, last })
     }
-}
-
-fn summaries(blocks: &[Arc<Block>]) -> Json {
-    Json::Array(
-        blocks
-            .iter()
-            .map(|b| {
-                let mut ids = Vec::new();
-                b.walk(&mut |n| ids.push(n.id.clone()));
-                let codes: Vec<&str> = b.diagnostics.iter().map(|d| d.code.as_str()).collect();
-                json!({
-                    "id": b.id, "start": b.start, "end": b.end, "complete": b.complete,
-                    "nodeIds": ids, "codes": codes, "fallback": b.fallback,
-                })
-            })
-            .collect(),
-    )
 }

@@ -943,7 +943,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             }
             let name_start = self.pos;
             let Some(prop) = self.match_prop_name() else {
-                return self.wait_or(idx, Code::InvalidProp, "Expected a prop name.");
+                return self.wait_or(Code::InvalidProp, "Expected a prop name.");
             };
             if let Err(f) = check_key(prop) {
                 // The name is refused before it is consumed.
@@ -952,7 +952,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             }
             self.skip_ws()?;
             if self.at_end() {
-                return self.wait_or(idx, Code::InvalidSyntax, "Expected `=` after a prop name.");
+                return self.wait_or(Code::InvalidSyntax, "Expected `=` after a prop name.");
             }
             if self.b[self.pos] != b'=' {
                 return Err(fail(
@@ -963,7 +963,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             self.pos += 1;
             self.skip_ws()?;
             if self.at_end() {
-                return self.wait_or(idx, Code::InvalidProp, "Expected a prop value.");
+                return self.wait_or(Code::InvalidProp, "Expected a prop value.");
             }
             let value_start = self.pos;
             let fast = fast_literals();
@@ -977,10 +977,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     }
                     None => match self.balanced()? {
                         Some(range) => range,
-                        None => {
-                            self.out.nodes[idx].end = self.len();
-                            return Ok(());
-                        }
+                        // A braced value cut off while streaming: the prop is absent and
+                        // the tag still ends after its name (§7.1 step 3).
+                        None => return Ok(()),
                     },
                 },
                 q @ (b'"' | b'\'') => match self.quoted(q)? {
@@ -1039,9 +1038,11 @@ impl<'s> Parser<'s, '_, '_, '_> {
     }
 
     /// At the end of input inside a tag: wait for more text while streaming, else fail.
-    fn wait_or(&mut self, idx: usize, code: Code, message: &str) -> Result<(), Failure> {
+    /// Waiting leaves the tag's `end` where it was, right after its name (§7.1 step 3):
+    /// a cut-off prop name, a missing `=` or value, or trailing whitespace add nothing
+    /// to the tag yet.
+    fn wait_or(&self, code: Code, message: &str) -> Result<(), Failure> {
         if self.at_end() && !self.fin {
-            self.out.nodes[idx].end = self.len();
             return Ok(());
         }
         Err(fail(code, message))

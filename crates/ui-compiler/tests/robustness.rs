@@ -758,6 +758,32 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Every prefix, one character at a time, of a fence of grammar-like tags (props
+    /// quoted, braced, cut off, with and without whitespace, nested): each preview through
+    /// one `UiCompiler` resumes from its checkpoint and still equals a fresh compile, so a
+    /// tag cut off anywhere inside its opening (§7.1 steps 3–5) ends where a fresh compile
+    /// ends it.
+    #[test]
+    fn every_prefix_of_cut_off_tags_compiles_like_a_fresh_compile(
+        body in prop::collection::vec(prop_oneof![3 => open_tag(), 1 => piece()], 1..10),
+        limits in prop_oneof![3 => Just(UiLimits::DEFAULT), 1 => tight_limits()],
+    ) {
+        let text = format!("Before.\n```ui\n{}", body.concat());
+        let mut options = default_options(false);
+        options.limits = limits;
+        let mut compiler = UiCompiler::new();
+        for cut in cuts(&text, 1) {
+            let prefix = &text[..cut];
+            let incremental = compiler.compile(prefix, &options);
+            let fresh = compile_reply(prefix, &options);
+            assert_same_blocks(&incremental, &fresh, &format!("preview at {cut}"))?;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // adversarial inputs and limits
 // ---------------------------------------------------------------------------------------

@@ -74,11 +74,22 @@ const FREEZE_RETRY_MS: u64 = 100;
 struct SharedReadEntry {
     reads: Arc<Mutex<HashMap<String, SharedRead>>>,
     key: String,
+    read: SharedRead,
 }
 
 impl Drop for SharedReadEntry {
     fn drop(&mut self) {
-        lock(&self.reads).remove(&self.key);
+        unregister_shared(&self.reads, &self.key, &self.read);
+    }
+}
+
+/// Unregisters the shared read `read` under `key`, unless it is gone already and another
+/// read of the same key has taken its place (a read that timed out is unregistered at
+/// once, `host.md` §6.2, so a later request may have started a new one).
+fn unregister_shared(reads: &Mutex<HashMap<String, SharedRead>>, key: &str, read: &SharedRead) {
+    let mut reads = lock(reads);
+    if reads.get(key).is_some_and(|r| r.same_channel(read)) {
+        reads.remove(key);
     }
 }
 
@@ -1018,14 +1029,23 @@ impl UiQueries {
         };
         let reads = Arc::clone(&self.source_reads);
         let reader = Arc::clone(&source);
+        let key_of_share = share.clone();
+        let ours = shared.clone();
         match leader {
             Some(tx) => {
                 tokio::spawn(async move {
                     // Unregisters the shared read even if the source panics.
-                    let _registered = SharedReadEntry { reads, key: share };
+                    let registered = SharedReadEntry {
+                        reads,
+                        key: key_of_share,
+                        read: tx.subscribe(),
+                    };
                     let outcome = reader.read(request).await;
-                    drop(_registered);
-                    let _ = tx.send(Some(outcome));
+                    drop(registered);
+                    if tx.send(Some(outcome)).is_err() {
+                        // Every request waiting for it has timed out: the late answer is
+                        // discarded, never answered or cached (`host.md` §6.2).
+                    }
                     // The slot is freed only now, when the source's own work has ended.
                     drop(guard);
                 });
@@ -1044,6 +1064,9 @@ impl UiQueries {
             }
             () = self.clock.sleep(self.limits.read_timeout()) => {
                 cancel.cancel();
+                // No later request joins a read that has answered `timed-out` (§6.2): it
+                // starts its own, and this call's late answer reaches nobody new.
+                unregister_shared(&self.source_reads, &share, &ours);
                 return QueryReading::failed(
                     self.clock.now_ms(),
                     Some(HostCode::TimedOut.as_str()),
@@ -1501,11 +1524,8 @@ impl UiQueries {
                         reason,
                     );
                 }
-                if let Some(links) = entry.links.as_mut() {
-                    for link in links.values_mut() {
-                        *link =
-                            LinkResolution::plain(Some(HostCode::LinkUnchecked.as_str()), reason);
-                    }
+                for link in entry.links.values_mut() {
+                    *link = LinkResolution::plain(Some(HostCode::LinkUnchecked.as_str()), reason);
                 }
                 entry.fallback = format!(
                     "{}{sources}\nThe live values were too large to keep.",
@@ -1552,18 +1572,22 @@ impl UiQueries {
     }
 
     /// §9 step 2d: resolutions of the first 64 link targets for the defaults and the fresh
-    /// values.
+    /// values; empty when the host resolves no links or the block has no targets (step f).
     async fn freeze_links(
         &self,
         chat_id: &str,
         block: &Block,
         fresh: &Record,
         access: Option<&Arc<Value>>,
-    ) -> Option<IndexMap<String, LinkResolution>> {
-        let resolver = self.host.links()?;
+    ) -> IndexMap<String, LinkResolution> {
+        let Some(resolver) = self.host.links() else {
+            return IndexMap::new();
+        };
         let clock = BudgetClock(&*self.clock);
-        let targets =
-            link_targets(block, &Record::default(), fresh, self.ui_limits, &clock).ok()?;
+        let Ok(targets) = link_targets(block, &Record::default(), fresh, self.ui_limits, &clock)
+        else {
+            return IndexMap::new();
+        };
         let info = self.store.chat_info(chat_id).await.unwrap_or_default();
         let mut out = IndexMap::new();
         for (node_id, target) in targets.iter().take(self.ui_host_limits.links() as usize) {
@@ -1579,7 +1603,7 @@ impl UiQueries {
             };
             out.insert(node_id.clone(), resolution);
         }
-        Some(out)
+        out
     }
 
     fn snapshot_bytes(&self, map: &IndexMap<String, FrozenBlock>) -> u64 {

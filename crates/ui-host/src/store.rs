@@ -26,9 +26,11 @@ pub struct FrozenBlock {
     pub revision: String,
     /// The first reading of each query, by declared name.
     pub readings: IndexMap<String, QueryReading>,
-    /// The resolution of each link target, by evaluated node id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub links: Option<IndexMap<String, LinkResolution>>,
+    /// The resolution of each link target, by evaluated node id: always present, empty
+    /// when the host resolves no links or the block has no link targets (`host.md` §9
+    /// step f).
+    #[serde(default)]
+    pub links: IndexMap<String, LinkResolution>,
     /// The text fallback built from the first readings.
     pub fallback: String,
 }

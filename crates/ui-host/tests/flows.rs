@@ -30,7 +30,7 @@ async fn final_replies_freeze_their_first_readings() {
         frozen.fallback,
         "1 runs\nmain\ndev\nsrc/app.rs app\nRerun\nRerun the failed jobs\nIgnore\nSources: $runs: ci.runs"
     );
-    let links = frozen.links.as_ref().unwrap();
+    let links = &frozen.links;
     assert_eq!(links.len(), 1);
     assert_eq!(links.values().next().unwrap().state, LinkState::Chip);
     // Observing again freezes nothing new and reads nothing.

@@ -39,7 +39,7 @@ async fn an_oversize_snapshot_degrades_links_to_unchecked_then_drops_the_block()
     // 2,048 units, then the (empty) Sources line and the note.
     let second = &state.blocks[&blocks[1].0];
     assert!(second.readings.is_empty());
-    let links = second.links.as_ref().unwrap();
+    let links = &second.links;
     assert_eq!(links.len(), 1);
     for link in links.values() {
         assert_eq!(link.state, LinkState::Plain);
@@ -71,12 +71,12 @@ async fn a_degraded_block_fails_its_readings_with_snapshot_too_large() {
     assert_eq!(reading.state, ReadingState::Failed);
     assert_eq!(reading.code.as_deref(), Some("snapshot-too-large"));
     assert!(reading.reason.is_some() && reading.value.is_none());
-    let link = second.links.as_ref().unwrap().values().next().unwrap();
+    let link = &second.links.values().next().unwrap();
     assert_eq!(link.code.as_deref(), Some("link-unchecked"));
     assert!(second.fallback.contains("\nSources: $runs: ci.runs\n"));
     // The first block's link stays a chip.
     let first = &state.blocks[&blocks[0].0];
-    let link = first.links.as_ref().unwrap().values().next().unwrap();
+    let link = &first.links.values().next().unwrap();
     assert_eq!(link.state, LinkState::Chip);
 }
 
@@ -152,7 +152,7 @@ async fn without_access_readings_are_refused_and_links_stay_plain() {
     let reading = &frozen.readings["$runs"];
     assert_eq!(reading.state, ReadingState::Refused);
     assert_eq!(reading.code.as_deref(), Some("access-unavailable"));
-    let links = frozen.links.as_ref().unwrap();
+    let links = &frozen.links;
     assert_eq!(links.len(), 1);
     let link = links.values().next().unwrap();
     assert_eq!(link.state, LinkState::Plain);
@@ -200,5 +200,29 @@ async fn a_host_without_links_freezes_readings_only() {
     let state = w.store.item_now("c1", "i1").ui_queries.unwrap();
     let frozen = &state.blocks[&block.0];
     assert!(frozen.readings["$runs"].is_fresh());
-    assert_eq!(frozen.links, None);
+    // `links` is always there (`host.md` §9 step f): empty without a link resolver.
+    assert!(frozen.links.is_empty());
+    let json = serde_json::to_value(frozen).unwrap();
+    assert_eq!(json["links"], serde_json::json!({}));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_block_without_link_targets_freezes_empty_links() {
+    let w = World::new();
+    // A host that resolves links, and blocks with no link target: none at all, one only
+    // under a false Show, and one only inside an Each over no items.
+    let text = "```ui\n$runs = @Query(\"ci.runs\", {branch: \"main\"})\n<Summary>{@Count($runs)}</Summary>\n```\n\
+                ```ui\n<Show when={false}><File path=\"src/a.rs\">a</File></Show>\n```\n\
+                ```ui\n<Each items={[]} as=\"n\"><Node id={n}>x</Node></Each>\n```\n";
+    let blocks = w.put_reply("c1", "i1", text);
+    assert_eq!(blocks.len(), 3);
+    w.service.observe("c1", "i1", true).await;
+    settle().await;
+    let state = w.store.item_now("c1", "i1").ui_queries.unwrap();
+    for (id, _) in &blocks {
+        let frozen = &state.blocks[id];
+        assert!(frozen.links.is_empty(), "{id}: {:?}", frozen.links);
+        let json = serde_json::to_value(frozen).unwrap();
+        assert_eq!(json["links"], serde_json::json!({}), "{id}");
+    }
 }

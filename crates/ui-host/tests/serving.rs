@@ -355,6 +355,75 @@ async fn the_timeout_cancels_the_source_and_ignores_its_late_answer() {
     assert_eq!(w.service.stats().slots, 0);
 }
 
+/// `host.md` §6.2 (after step 18): a read that has answered `timed-out` is never joined.
+/// A later request for the same key (and one of another block sharing the source call,
+/// `sync.md` §8.2) starts a read of its own, taking a slot, while the old call still
+/// runs; the old call's late answer is never answered or cached.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_read_is_never_joined_and_its_late_answer_is_dropped() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let query = |item: &str, block: &(String, String)| {
+        let (service, p) = (w.service.clone(), w.payload("c1", item, block, "$runs"));
+        tokio::spawn(async move { service.query(&p).await })
+    };
+    // The first call takes 20 s (it ignores its cancellation).
+    set(&w.host.knobs.delay_ms, 20_000);
+    let first = query("i1", block);
+    settle().await;
+    advance(8_000).await;
+    let r = first.await.unwrap();
+    assert_eq!(r.code.as_deref(), Some("timed-out"));
+    assert_eq!(w.service.stats().in_flight, 0, "unregistered at once");
+    assert_eq!(
+        w.service.stats().slots,
+        1,
+        "the old call still holds its slot"
+    );
+
+    // Another block of the chat with the same source arguments and access: its own call.
+    let other = &w.put_reply("c1", "i2", REPLY)[0];
+    set(&w.host.knobs.delay_ms, 1_000);
+    let second = query("i2", other);
+    settle().await;
+    assert_eq!(w.reads(), 2, "a new source call, not the timed-out one");
+    assert_eq!(w.service.stats().slots, 2);
+    advance(1_000).await;
+    let r = second.await.unwrap();
+    assert!(r.is_fresh(), "{r:?}");
+
+    // The same key once its attempt window has passed (t = 10.5 s): a new read as well.
+    advance(1_500).await;
+    let third = query("i1", block);
+    settle().await;
+    assert_eq!(w.reads(), 3);
+    assert_eq!(w.service.stats().in_flight, 1);
+    advance(1_000).await;
+    let r = third.await.unwrap();
+    assert!(r.is_fresh(), "{r:?}");
+    let read_at = r.read_at;
+
+    // The old call ends at 20 s: its answer reaches nobody and changes no cache entry.
+    advance(8_500).await;
+    settle().await;
+    assert_eq!(
+        w.host.knobs.ended.load(std::sync::atomic::Ordering::SeqCst),
+        3
+    );
+    assert_eq!(w.service.stats().slots, 0);
+    assert_eq!(w.service.stats().in_flight, 0);
+    set(&w.host.knobs.delay_ms, 0);
+    let again = query("i1", block);
+    settle().await;
+    let r = again.await.unwrap();
+    assert!(r.is_fresh());
+    assert_eq!(
+        r.read_at, read_at,
+        "answered from the third read's cache entry"
+    );
+    assert_eq!(w.reads(), 3);
+}
+
 /// A host whose sources return what their names say.
 fn shapes() -> SourceRegistry {
     let mut sources = SourceRegistry::new();

@@ -230,9 +230,9 @@ pub struct FrozenBlockSchema {
     pub revision: String,
     /// The first reading of each query.
     pub readings: BTreeMap<String, ReadingSchema>,
-    /// Link resolutions by evaluated node id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub links: Option<BTreeMap<String, LinkResolutionSchema>>,
+    /// Link resolutions by evaluated node id; always present, `{}` when the host resolves
+    /// no links or the block has no link targets.
+    pub links: BTreeMap<String, LinkResolutionSchema>,
     /// The text fallback with the first values.
     pub fallback: String,
 }

@@ -275,6 +275,9 @@ return {
   stops: stops.map(key),
   // The element a key press was made on, once a redraw replaced it.
   replaced: !!window.__e2eMark && !window.__e2eMark.isConnected,
+  // The focus ring: an outline at least 2 px wide, drawn (`:focus-visible`).
+  ring: !!el && el !== document.body && el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none"
+    && parseFloat(getComputedStyle(el).outlineWidth) >= 2,
   visible: (() => { if (!el || el === document.body) return false; const r = el.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; })(),
 };
 "##;
@@ -947,6 +950,10 @@ async fn press_on(
     );
     assert_eq!(after["block"], before["block"], "{after:#}");
     assert_eq!(
+        after["ring"], true,
+        "the focus ring is still drawn: {after:#}"
+    );
+    assert_eq!(
         after["visible"], true,
         "the focused control is on screen: {after:#}"
     );
@@ -1020,6 +1027,7 @@ async fn every_component(client: &Client, axe: &str) {
             Some(&key),
             "Tab after `{previous}` did not go to the next stop: {here:#}"
         );
+        assert_eq!(here["ring"], true, "`{key}` shows no focus ring: {here:#}");
         walked.push(key.clone());
         if here["block"].is_null() {
             if !operated.is_empty() {

@@ -317,7 +317,7 @@ fn pressed(snapshot: &Json) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs chromium and chromedriver; run by cargo xtask ci"]
+#[ignore = "needs chromium, chromedriver and axe-core; run by cargo xtask ci"]
 async fn the_demo_page_reads_live_data_and_sends_a_choice_in_chromium() {
     let started = Instant::now();
     // Before anything starts: a missing axe-core fails here, naming the command.

@@ -83,6 +83,9 @@ return {
       gap: Math.round(t.left - i.right), offset: Math.round(Math.abs((i.top + i.bottom) / 2 - (t.top + t.bottom) / 2)) };
   })(),
   progress: block.querySelector("[role=progressbar]")?.getAttribute("aria-valuetext") ?? null,
+  // How full the bar is drawn, in percent (its width is set through the CSSOM).
+  fill: (() => { const bar = block.querySelector("[role=progressbar]"); const fill = bar && bar.querySelector(".fill");
+    return fill ? Math.round(fill.getBoundingClientRect().width / bar.getBoundingClientRect().width * 100) : null; })(),
   steps: block.querySelectorAll(".steps > li").length,
   choices: [...block.querySelectorAll("button.choice")].map((b) => ({
     label: [...b.querySelector(".label").childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join("").trim(),
@@ -510,6 +513,7 @@ async fn flow(client: &Client, server: &DemoServer, axe: &str) {
         "the callout icon is beside its title, with a gap, on its line: {block:#}"
     );
     assert_eq!(block["progress"], "7 of 10", "{block:#}");
+    assert_eq!(block["fill"], 70, "{block:#}");
     assert_eq!(block["steps"], 5, "{block:#}");
     let labels: Vec<&str> = block["choices"]
         .as_array()

@@ -5,7 +5,9 @@
 //!   PostgreSQL tests of `ui-sync` run against a throwaway cluster that it installs (apt) and
 //!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
-//!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing.
+//!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
+//!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
+//!   accessibility checks.
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
 //!   (`cargo bench -p benches`), then one table of their figures.
 //!
@@ -329,16 +331,90 @@ fn apt_install(root: &Path, label: &str, packages: &[&str]) -> Result<(), String
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Debian's chromedriver (package `chromium-driver`; `UI_E2E_CHROMEDRIVER` overrides it).
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The axe-core release the browser test's accessibility checks run (the test checks the
+/// banner of `axe.min.js` against its own copy of this pin: keep the two equal).
+const AXE_VERSION: &str = "4.14.1";
+
+/// Makes sure `<target dir>/axe-core/node_modules/axe-core/axe.min.js` is axe-core
+/// [`AXE_VERSION`]: when it is missing or another version, `npm install --no-save
+/// --ignore-scripts --prefix <target dir>/axe-core axe-core@<version>` (installing Debian's
+/// `npm` with apt, as root, when there is no npm). Returns the path of `axe.min.js`.
+fn ensure_axe(root: &Path) -> Result<PathBuf, String> {
+    let prefix = target_dir(root).join("axe-core");
+    let script = prefix.join("node_modules/axe-core/axe.min.js");
+    let banner = format!("axe v{AXE_VERSION}");
+    let present = || {
+        std::fs::read(&script).is_ok_and(|bytes| {
+            String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).contains(&banner)
+        })
+    };
+    if present() {
+        println!(
+            "\n==> [browser] axe-core {AXE_VERSION}: {}",
+            script.display()
+        );
+        return Ok(script);
+    }
+    let has_npm = || {
+        Command::new("npm")
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !has_npm() {
+        if !is_root() || !has_apt() {
+            return Err(format!(
+                "browser: the accessibility checks need axe-core {AXE_VERSION} from the npm \
+                 registry and there is no npm to install it with; install npm, or run \
+                 `npm install --prefix {} axe-core@{AXE_VERSION}`",
+                prefix.display()
+            ));
+        }
+        apt_install(root, "axe-install", &["npm"])
+            .map_err(|step| format!("browser: installing npm failed: {step}"))?;
+    }
+    std::fs::create_dir_all(&prefix)
+        .map_err(|e| format!("browser: cannot create {}: {e}", prefix.display()))?;
+    let prefix_text = prefix.to_string_lossy().into_owned();
+    let package = format!("axe-core@{AXE_VERSION}");
+    run(
+        root,
+        &Step {
+            label: "axe-install",
+            program: "npm",
+            args: &[
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--prefix",
+                &prefix_text,
+                &package,
+            ],
+            env: &[],
+        },
+    )?;
+    if present() {
+        Ok(script)
+    } else {
+        Err(format!(
+            "browser: `npm install {package}` left no axe-core {AXE_VERSION} at {}",
+            script.display()
+        ))
+    }
+}
 
 /// The browser end-to-end test of the demo page (`crates/ui-server/tests/browser.rs`),
 /// which plain `cargo test` skips as ignored.
 ///
 /// Installs Debian's `chromium` and `chromium-driver` (apt, as root) when Chromium or
-/// chromedriver is missing, then runs `cargo test --workspace --test browser --
-/// --include-ignored`: the workspace's feature set and the test step's profile, so the
-/// test binary the test step built is reused, not rebuilt. The test gets the chromedriver
-/// and Chromium paths (`UI_E2E_CHROMEDRIVER`, `UI_E2E_CHROMIUM`) and the directory for its
-/// screenshots (`UI_E2E_ARTIFACTS` = `<target dir>/e2e`), whose paths are printed.
+/// chromedriver is missing, and axe-core ([`ensure_axe`]), then runs `cargo test
+/// --workspace --test browser -- --include-ignored`: the workspace's feature set and the
+/// test step's profile, so the test binary the test step built is reused, not rebuilt. The
+/// test gets the chromedriver and Chromium paths (`UI_E2E_CHROMEDRIVER`,
+/// `UI_E2E_CHROMIUM`), axe-core's (`UI_E2E_AXE`) and the directory for its screenshots
+/// (`UI_E2E_ARTIFACTS` = `<target dir>/e2e`), whose paths are printed.
 fn browser_test(root: &Path) -> Result<(), String> {
     let path_var = |var: &str, default: &str| {
         std::env::var(var)
@@ -368,6 +444,7 @@ fn browser_test(root: &Path) -> Result<(), String> {
             ));
         }
     }
+    let axe = ensure_axe(root)?.to_string_lossy().into_owned();
     let artifacts = target_dir(root).join("e2e");
     let artifacts_text = artifacts.to_string_lossy().into_owned();
     let outcome = run(
@@ -386,6 +463,7 @@ fn browser_test(root: &Path) -> Result<(), String> {
             env: &[
                 ("UI_E2E_CHROMEDRIVER", &driver),
                 ("UI_E2E_CHROMIUM", &chromium),
+                ("UI_E2E_AXE", &axe),
                 ("UI_E2E_ARTIFACTS", &artifacts_text),
             ],
         },

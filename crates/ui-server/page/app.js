@@ -57,6 +57,9 @@ function h(tag, attrs, ...kids) {
     if (k === "class") el.className = v;
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else if (k === "text") el.textContent = v;
+    // Through the CSSOM, not a `style` attribute: a Content-Security-Policy without
+    // 'unsafe-inline' blocks the attribute, not this.
+    else if (k === "style") el.style.cssText = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
   for (const kid of kids.flat()) {
@@ -844,6 +847,74 @@ async function recheckPrincipal(userId) {
   }
 }
 
+// ---------- keeping a keyboard user's place ----------
+
+// Every control a block draws carries `data-focus`, a key that stays the same across
+// redraws (its node id, with a suffix where one node draws several controls), and the
+// block's element carries `data-block`. A redraw replaces the elements, which drops focus
+// to <body>; putting it back on the control with the same key lets the next Tab or arrow
+// key go on from where the person was. When that control cannot take focus now (it became
+// disabled, or the block has not been drawn yet), focus goes to a stand-in: the key named
+// by `data-focus-else` (a Choice's: the note that a choice was sent), else the next
+// control of the block; the control itself gets focus back on a later redraw, unless the
+// person moved on meanwhile (or 10 s passed).
+let lostPlace = null; // {block, key, alt, standIn, at}
+let restoringFocus = false;
+const LOST_PLACE_MS = 10000;
+
+// Where focus is, as a place a redraw can give back; null when it is on no block control.
+function focusPlace() {
+  const el = document.activeElement;
+  const lost = lostPlace && Date.now() - lostPlace.at < LOST_PLACE_MS ? lostPlace : null;
+  if (el && el !== document.body && el.isConnected) {
+    if (!el.dataset || !el.dataset.focus) return null;
+    const block = el.closest("[data-block]");
+    const here = { block: block ? block.dataset.block : null, key: el.dataset.focus, alt: el.dataset.focusElse || null };
+    // Still on the stand-in a redraw chose: the control the person was on comes first.
+    if (lost && lost.standIn === here.key && lost.block === here.block) return lost;
+    return here;
+  }
+  return lost;
+}
+
+function canFocus(el) {
+  return !!el && !el.disabled && el.getClientRects().length > 0;
+}
+
+function focusOn(el) {
+  restoringFocus = true;
+  try { el.focus({ preventScroll: true }); } finally { restoringFocus = false; }
+}
+
+// Gives focus back to `place` after a redraw, if it was dropped (it is on <body>).
+function restorePlace(place) {
+  if (!place) return;
+  const active = document.activeElement;
+  if (active && active !== document.body && active.isConnected) return;
+  const at = place.at || Date.now();
+  const scope = place.block ? document.querySelector(`[data-block="${CSS.escape(place.block)}"]`) : document;
+  const find = (key) => (scope && key ? scope.querySelector(`[data-focus="${CSS.escape(key)}"]`) : null);
+  const el = find(place.key);
+  if (canFocus(el)) {
+    lostPlace = null;
+    focusOn(el);
+    return;
+  }
+  let stand = find(place.alt);
+  if (!canFocus(stand)) {
+    const all = scope && el ? [...scope.querySelectorAll("[data-focus]")].filter(canFocus) : [];
+    stand = all.find((c) => el.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING)
+      || all.reverse().find((c) => el.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_PRECEDING)
+      || null;
+  }
+  lostPlace = { block: place.block, key: place.key, alt: place.alt, standIn: stand ? stand.dataset.focus : null, at };
+  if (stand) focusOn(stand);
+}
+
+// The person moved focus (or pointed somewhere): a lost place is no longer theirs.
+document.addEventListener("focusin", () => { if (!restoringFocus) lostPlace = null; });
+document.addEventListener("pointerdown", () => { lostPlace = null; }, true);
+
 // ---------- one block on screen ----------
 
 class BlockView {
@@ -872,7 +943,7 @@ class BlockView {
     this.visible = !("IntersectionObserver" in window);
     this.view = null;
     this.error = null;
-    this.el = h("div", { class: "block", role: "group" });
+    this.el = h("div", { class: "block", role: "group", "data-block": block.id });
     this.body = h("div", { class: "block-body" });
     this.status = h("div", { class: "block-status", "aria-live": "polite" });
     this.el.append(this.body, this.status);
@@ -1248,7 +1319,7 @@ class BlockView {
   // ---- drawing ----
 
   draw() {
-    const focusId = document.activeElement && document.activeElement.dataset && document.activeElement.dataset.node;
+    const place = focusPlace();
     this.body.replaceChildren();
     if (!this.view) {
       this.body.append(h("div", { class: "fallback", text: this.block.fallback || "" }));
@@ -1260,10 +1331,7 @@ class BlockView {
       if (head && head.id) this.el.setAttribute("aria-labelledby", head.id);
     }
     this.drawStatus();
-    if (focusId) {
-      const el = this.body.querySelector(`[data-node="${CSS.escape(focusId)}"]`);
-      if (el) el.focus();
-    }
+    if (place && place.block === this.block.id) restorePlace(place);
   }
 
   drawStatus() {
@@ -1444,7 +1512,7 @@ BlockView.prototype.renderers = {
     };
     fill(false);
     const more = rows.length > limit
-      ? h("button", { type: "button", class: "quiet", text: `Show all ${rows.length} rows`, onclick: (e) => { fill(true); e.target.remove(); } })
+      ? h("button", { type: "button", class: "quiet", text: `Show all ${rows.length} rows`, "data-focus": n.id + "#more", onclick: (e) => { fill(true); e.target.remove(); } })
       : null;
     return h("div", { class: "table-wrap" },
       h("table", {},
@@ -1469,7 +1537,7 @@ BlockView.prototype.renderers = {
       const tid = "t-" + t.id.replace(/[^A-Za-z0-9_-]/g, "_");
       list.append(h("button", {
         type: "button", role: "tab", id: tid, "aria-selected": i === current ? "true" : "false", tabindex: i === current ? "0" : "-1",
-        "aria-controls": tid + "-p", text: t.props.title, "data-node": t.id,
+        "aria-controls": tid + "-p", text: t.props.title, "data-node": t.id, "data-focus": t.id,
         onclick: () => { this[key] = i; this.draw(); },
         onkeydown: (e) => {
           if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
@@ -1492,7 +1560,7 @@ BlockView.prototype.renderers = {
   },
   Section(n, p, ctx) {
     const key = "fold:" + n.id;
-    const d = h("details", { open: !this[key] }, h("summary", { text: p.title }), h("div", { class: "body" }, this.kids(n, ctx)));
+    const d = h("details", { open: !this[key] }, h("summary", { text: p.title, "data-focus": n.id }), h("div", { class: "body" }, this.kids(n, ctx)));
     d.addEventListener("toggle", () => { this[key] = !d.open; });
     return d;
   },
@@ -1511,7 +1579,7 @@ BlockView.prototype.renderers = {
   Source(n, p) {
     const ok = /^https?:\/\//i.test(p.url || "");
     return h("li", {}, ok
-      ? h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer nofollow", text: p.title })
+      ? h("a", { href: p.url, target: "_blank", rel: "noopener noreferrer nofollow", text: p.title, "data-focus": n.id })
       : h("span", { text: p.title }), h("span", { class: "muted", text: " " + (p.url || "") }));
   },
   File(n, p, ctx) { return this.link(n, (p.path || "") + (p.line ? ":" + p.line : ""), ctx); },
@@ -1525,7 +1593,7 @@ BlockView.prototype.renderers = {
       const v = item.props.value;
       const on = checked.some((c) => JSON.stringify(c) === JSON.stringify(v));
       const box = h("input", {
-        type: "checkbox", checked: on, disabled: !bound || !interactive(item), "data-node": n.id + "#" + JSON.stringify(v),
+        type: "checkbox", checked: on, disabled: !bound || !interactive(item), "data-node": n.id + "#" + JSON.stringify(v), "data-focus": n.id + "#" + JSON.stringify(v),
         onchange: () => {
           const next = on ? checked.filter((c) => JSON.stringify(c) !== JSON.stringify(v)) : [...checked, v];
           this.change(n.id, "value", next);
@@ -1540,7 +1608,7 @@ BlockView.prototype.renderers = {
   Switch(n, p, ctx) {
     const bound = "value" in (n.bindings || {}) && interactive(n);
     return h("label", { class: "control" },
-      h("input", { type: "checkbox", role: "switch", checked: p.value === true, "aria-checked": p.value === true ? "true" : "false", disabled: !bound, onchange: (e) => this.change(n.id, "value", e.target.checked) }),
+      h("input", { type: "checkbox", role: "switch", checked: p.value === true, "aria-checked": p.value === true ? "true" : "false", disabled: !bound, "data-focus": n.id, onchange: (e) => this.change(n.id, "value", e.target.checked) }),
       h("span", {}, this.kids(n, ctx)));
   },
   Slider(n, p, ctx) {
@@ -1548,7 +1616,7 @@ BlockView.prototype.renderers = {
     const out = h("output", { text: withUnit(p.value, p.unit) });
     const input = h("input", {
       type: "range", min: String(p.min), max: String(p.max), step: String(p.step || "any"), value: String(p.value),
-      disabled: !bound, "aria-valuetext": withUnit(p.value, p.unit),
+      disabled: !bound, "aria-valuetext": withUnit(p.value, p.unit), "data-focus": n.id,
       oninput: (e) => { out.textContent = withUnit(Number(e.target.value), p.unit); },
       onchange: (e) => this.change(n.id, "value", Number(e.target.value)),
     });
@@ -1560,7 +1628,7 @@ BlockView.prototype.renderers = {
     return h("div", { class: "segmented", role: "group", "aria-label": label }, (n.children || []).filter((c) => c.type === "Option" && !c.error).map((o) => {
       const on = JSON.stringify(o.props.value) === JSON.stringify(p.value);
       return h("button", {
-        type: "button", "aria-pressed": on ? "true" : "false", disabled: !bound, "data-node": o.id,
+        type: "button", "aria-pressed": on ? "true" : "false", disabled: !bound, "data-node": o.id, "data-focus": o.id,
         onclick: () => { if (!on) this.change(n.id, "value", o.props.value); },
       }, this.kids(o, {}));
     }));
@@ -1569,7 +1637,10 @@ BlockView.prototype.renderers = {
     return h("span", {}, this.kids(n, ctx)); // read by Segmented
   },
   Button(n, p, ctx) {
-    return h("button", { type: "button", disabled: p.disabled === true || !interactive(n) || !n.action, onclick: () => this.press(n.id) }, this.kids(n, ctx));
+    // Disabled, a Button stays focusable (aria-disabled): a press that disables it (an
+    // action that sets what its `disabled` reads) leaves the person where they were.
+    const off = p.disabled === true || !interactive(n) || !n.action;
+    return h("button", { type: "button", "aria-disabled": off ? "true" : null, "data-focus": n.id, onclick: () => { if (!off) this.press(n.id); } }, this.kids(n, ctx));
   },
   Show(n, p, ctx) { return h("span", {}, this.kids(n, ctx)); }, // resolved by evaluation
   Each(n, p, ctx) { return h("span", {}, this.kids(n, ctx)); }, // resolved by evaluation
@@ -1579,7 +1650,7 @@ BlockView.prototype.renderers = {
     const items = (n.children || []).filter((c) => c.type === "Choice" && !c.error);
     items.sort((a, b) => (b.props.primary === true) - (a.props.primary === true));
     const note = answer
-      ? h("div", { class: "answered", text: "✓ Sent: " + (answer.label || answer.choiceId) })
+      ? h("div", { class: "answered", tabindex: "-1", "data-focus": n.id + "#sent", text: "✓ Sent: " + (answer.label || answer.choiceId) })
       : blocked && blocked !== "answered"
         ? h("div", { class: "muted", text: { streaming: "Choices open when the reply has finished.", refreshing: "Reading live data…", "no-reading": "Waiting for live data…", refused: "Live data was refused." }[blocked] || "" })
         : null;
@@ -1592,6 +1663,7 @@ BlockView.prototype.renderers = {
       const chosen = !!answer && answer.choiceId === c.id;
       return h("button", {
         type: "button", class: "choice" + (c.props.primary === true ? " primary" : "") + (chosen ? " chosen" : ""), "data-node": c.id,
+        "data-focus": c.id, "data-focus-else": n.id + "#sent",
         disabled: !chosen && (!!blocked || c.props.disabled === true || !interactive(c)),
         "aria-pressed": answer ? (chosen ? "true" : "false") : null,
         "aria-disabled": chosen ? "true" : null,
@@ -1611,7 +1683,7 @@ BlockView.prototype.link = function (n, label, ctx) {
   const res = this.links.get(n.id);
   const chip = res && res.state === "chip";
   const el = chip
-    ? h("button", { type: "button", class: "chip", title: res.label || label, "data-node": n.id, onclick: () => this.openLink(n.id) }, res.label && n.type !== "Diff" && n.type !== "Node" ? res.label + (n.props.line ? ":" + n.props.line : "") : label)
+    ? h("button", { type: "button", class: "chip", title: res.label || label, "data-node": n.id, "data-focus": n.id, onclick: () => this.openLink(n.id) }, res.label && n.type !== "Diff" && n.type !== "Node" ? res.label + (n.props.line ? ":" + n.props.line : "") : label)
     : h("span", { class: "chip plain", title: "not a link", text: label });
   if (n.children && n.children.length) return h("div", { class: "link-row" }, el, h("span", {}, this.kids(n, ctx)));
   return el;
@@ -1831,6 +1903,8 @@ function reloadChat(quiet) {
 }
 
 function drawChat(detail) {
+  // The blocks are drawn while out of the document: focus is given back once they are in.
+  const place = focusPlace();
   $("#chat-title").textContent = detail.title || "(untitled)";
   const keep = new Map();
   const items = $("#items");
@@ -1866,6 +1940,7 @@ function drawChat(detail) {
   }
   for (const [id, v] of page.blocks) if (!keep.has(id)) v.dispose();
   page.blocks = keep;
+  restorePlace(place);
 }
 
 async function insertRun() {

@@ -80,6 +80,11 @@ $mode = "all"
 ```
 "#;
 
+/// One block holding all 36 components of the catalog at once (checked by
+/// `uiblocks check crates/ui-server/demo/every-component.md`), so that the browser test's
+/// accessibility and keyboard checks cover every component.
+const EVERY_COMPONENT_REPLY: &str = include_str!("../demo/every-component.md");
+
 const OPS_REPLY: &str = r#"The **ops** deploys:
 
 ```ui
@@ -116,8 +121,9 @@ async fn chat(
 }
 
 /// Seeds the demo chats once: when `alice` has no chat yet, she gets a chat about the
-/// builds (live `ci.runs`, status, data) and one about a fix (structure, content, links,
-/// inputs); `bob` gets one about the ops deploys.
+/// builds (live `ci.runs`, status, data), one about a fix (structure, content, links,
+/// inputs) and one showing every component of the catalog in a single block; `bob` gets
+/// one about the ops deploys.
 ///
 /// # Errors
 /// What storing the chats answers.
@@ -145,6 +151,14 @@ pub async fn seed_demo(state: &AppState) -> Result<(), ApiError> {
             ("Why were people signed out?", CONTENT_REPLY),
             ("What is left before the release?", INPUTS_REPLY),
         ],
+    )
+    .await?;
+    chat(
+        state,
+        "alice",
+        "web",
+        "Every component",
+        &[("Show me every component.", EVERY_COMPONENT_REPLY)],
     )
     .await?;
     chat(

@@ -8,10 +8,20 @@
 //! request from its boot on, and saves a screenshot (`demo.png`, or `failure.png` when a
 //! step fails) under `$CARGO_TARGET_DIR/e2e/` (`UI_E2E_ARTIFACTS` overrides the directory).
 //!
-//! Ignored by default because it needs Debian's `chromium` and `chromium-driver`;
-//! `cargo xtask ci` installs them when missing and runs it with `--include-ignored`.
-//! `UI_E2E_CHROMEDRIVER` and `UI_E2E_CHROMIUM` override `/usr/bin/chromedriver` and
-//! `/usr/bin/chromium`.
+//! Accessibility: axe-core ([`AXE_VERSION`], injected into the page) runs the WCAG 2.0/2.1
+//! A and AA rules on the signed-out page, on each demo chat once its blocks are drawn,
+//! after each kind of control was changed and with the pointer over a pressed Segmented
+//! option; any violation fails the test. A contrast check of its own adds the controls
+//! axe skips (disabled ones). In the chat that shows all 36 components, the test walks
+//! the page with Tab from its start, operates each control of the block with the keyboard
+//! (Space, Enter, arrow keys) and asserts that focus stays on the same control (after a
+//! Choice is sent: on the sent Choice) and that the next Tab goes on to the next stop.
+//!
+//! Ignored by default because it needs Debian's `chromium` and `chromium-driver` and
+//! axe-core from npm; `cargo xtask ci` installs them when missing and runs it with
+//! `--include-ignored`. `UI_E2E_CHROMEDRIVER` and `UI_E2E_CHROMIUM` override
+//! `/usr/bin/chromedriver` and `/usr/bin/chromium`, `UI_E2E_AXE` the path of
+//! `axe.min.js` (see [`axe_path`]).
 
 #![allow(missing_docs)]
 
@@ -24,7 +34,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use common::TempDir;
 use e2e::*;
-use fantoccini::Client;
+use fantoccini::actions::{InputSource, KeyAction, KeyActions, MouseActions, PointerAction};
+use fantoccini::key::Key;
+use fantoccini::{Client, Locator};
 use futures_util::FutureExt;
 use serde_json::{Value as Json, json};
 
@@ -33,9 +45,13 @@ const SLOW: Duration = Duration::from_secs(15);
 /// The issue's bound: a write shows on the page within 2 s.
 const LIVE: Duration = Duration::from_secs(2);
 /// The whole flow, so that a hang ends as a failure with a screenshot.
-const WHOLE: Duration = Duration::from_secs(120);
+const WHOLE: Duration = Duration::from_secs(150);
+/// At most this many Tab presses in the keyboard walk of the page.
+const MAX_STOPS: usize = 60;
 
 const CHAT_TITLE: &str = "How are the builds?";
+const RELEASE_TITLE: &str = "Release";
+const EVERY_TITLE: &str = "Every component";
 
 /// A snapshot of the builds block (the one with the Segmented and the live Table).
 const RUNS_BLOCK: &str = r##"
@@ -67,13 +83,17 @@ return {
       gap: Math.round(t.left - i.right), offset: Math.round(Math.abs((i.top + i.bottom) / 2 - (t.top + t.bottom) / 2)) };
   })(),
   progress: block.querySelector("[role=progressbar]")?.getAttribute("aria-valuetext") ?? null,
+  // How full the bar is drawn, in percent (its width is set through the CSSOM).
+  fill: (() => { const bar = block.querySelector("[role=progressbar]"); const fill = bar && bar.querySelector(".fill");
+    return fill ? Math.round(fill.getBoundingClientRect().width / bar.getBoundingClientRect().width * 100) : null; })(),
   steps: block.querySelectorAll(".steps > li").length,
   choices: [...block.querySelectorAll("button.choice")].map((b) => ({
     label: [...b.querySelector(".label").childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join("").trim(),
     context: text(b.querySelector(".ctx")), disabled: b.disabled, node: b.dataset.node,
     chosen: b.classList.contains("chosen"), check: !!b.querySelector(".label .check"),
     pressed: b.getAttribute("aria-pressed"), ariaDisabled: b.getAttribute("aria-disabled"),
-    opacity: getComputedStyle(b).opacity, border: getComputedStyle(b).borderTopColor })),
+    opacity: getComputedStyle(b).opacity, border: getComputedStyle(b).borderTopColor,
+    borderStyle: getComputedStyle(b).borderTopStyle, color: getComputedStyle(b.querySelector(".label")).color })),
   answered: text(block.querySelector(".answered")),
 };
 "##;
@@ -176,6 +196,113 @@ return { errors: window.__e2e.errors, failed: window.__e2e.failed, responses: ba
          requests: performance.getEntriesByType("resource").length };
 "##;
 
+/// Runs axe-core on the whole document with the given rule tags; its violations (rule,
+/// impact, the elements and why) and how many rules passed.
+const AXE_RUN: &str = r##"
+const [tags, done] = arguments;
+window.axe.run(document, { runOnly: { type: "tag", values: tags }, resultTypes: ["violations"] }).then(
+  (r) => done({
+    violations: r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+      nodes: v.nodes.map((n) => ({ target: n.target.join(" "), html: n.html.slice(0, 160), why: n.failureSummary })) })),
+    passes: r.passes.length,
+  }),
+  (e) => done({ error: String(e) }));
+"##;
+
+/// The contrast of the text of every control on the page in its current state (hover,
+/// focus, pressed and disabled included; axe skips disabled controls): the ones below
+/// WCAG AA's 4.5:1, with their colours. Backgrounds are composited from the root down,
+/// opacity multiplies down the ancestors.
+const CONTRAST: &str = r##"
+const rgba = (s) => { const m = /rgba?\(([^)]*)\)/.exec(s); if (!m) return [0, 0, 0, 0];
+  const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+const over = (top, under) => [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+const lum = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+const controls = [...document.querySelectorAll("button, summary, a[href], select, [tabindex]")]
+  .filter((e) => e.getClientRects().length > 0 && e.textContent.trim() !== "");
+const low = [];
+for (const el of controls) {
+  const chain = []; for (let e = el; e; e = e.parentElement) chain.unshift(e);
+  let bg = [255, 255, 255, 1], opacity = 1;
+  for (const e of chain) { const st = getComputedStyle(e); opacity *= Number(st.opacity); const c = rgba(st.backgroundColor); if (c[3] > 0) bg = over(c, bg); }
+  // The text of the control itself and of its direct text-bearing children.
+  for (const t of [el, ...el.querySelectorAll("span, div")]) {
+    if (![...t.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+    let tbg = bg;
+    for (let e = t; e && e !== el; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor); if (c[3] > 0) { tbg = over(c, bg); break; } }
+    const fg = rgba(getComputedStyle(t).color);
+    const shown = over([fg[0], fg[1], fg[2], fg[3] * opacity], tbg);
+    const r = ratio(shown, tbg);
+    if (r < 4.5) low.push({ text: t.textContent.trim().slice(0, 40), ratio: Math.round(r * 100) / 100,
+      color: getComputedStyle(t).color, background: `rgb(${tbg.slice(0, 3).map(Math.round).join(", ")})`, opacity,
+      disabled: el.disabled || el.getAttribute("aria-disabled") === "true", hover: el.matches(":hover") });
+  }
+}
+return { checked: controls.length, low };
+"##;
+
+/// Where focus is: the focused element's key (the page's `data-focus` key of a block's
+/// control, else its id, else its path in the document), what kind of control it is, its
+/// state, the block it is in, and the page's tab stops in order (focusable, not disabled,
+/// shown, `tabindex` not negative).
+const FOCUS: &str = r##"
+const el = document.activeElement;
+const key = (e) => !e || e === document.body || e === document.documentElement ? "body"
+  : e.dataset && e.dataset.focus ? "focus:" + e.dataset.focus
+  : e.id ? "#" + e.id : path(e);
+function path(e) {
+  const steps = [];
+  for (; e && e.parentElement && e !== document.body; e = e.parentElement) {
+    steps.unshift(e.tagName.toLowerCase() + ":" + [...e.parentElement.children].indexOf(e));
+  }
+  return steps.join("/");
+}
+const kind = (e) => !e || e === document.body ? "body"
+  : e.getAttribute("role") === "switch" ? "switch" : e.type === "range" ? "slider" : e.type === "checkbox" ? "checkbox"
+  : e.closest(".segmented") ? "segmented" : e.getAttribute("role") === "tab" ? "tab" : e.tagName === "SUMMARY" ? "section"
+  : e.classList.contains("choice") ? "choice" : e.classList.contains("chip") ? "link" : e.tagName === "A" ? "anchor"
+  : e.classList.contains("answered") ? "sent" : e.tagName === "BUTTON" ? "button" : e.tagName.toLowerCase();
+const stops = [...document.querySelectorAll("a[href], button, input, select, summary, [tabindex]")]
+  .filter((e) => !e.disabled && e.tabIndex >= 0 && e.getClientRects().length > 0);
+const block = el && el.closest ? el.closest("#items .block") : null;
+return {
+  key: key(el), kind: kind(el),
+  block: block ? block.dataset.block || "block " + [...document.querySelectorAll("#items .block")].indexOf(block) : null,
+  text: el ? el.textContent.trim().slice(0, 60) : null,
+  checked: el ? !!el.checked : null, value: el && el.value !== undefined ? String(el.value) : null,
+  pressed: el ? el.getAttribute("aria-pressed") : null, selected: el ? el.getAttribute("aria-selected") : null,
+  disabled: el ? el.getAttribute("aria-disabled") : null,
+  open: el && el.tagName === "SUMMARY" ? el.parentElement.open : null,
+  stops: stops.map(key),
+  // The element a key press was made on, once a redraw replaced it.
+  replaced: !!window.__e2eMark && !window.__e2eMark.isConnected,
+  // The focus ring: an outline at least 2 px wide, drawn (`:focus-visible`).
+  ring: !!el && el !== document.body && el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none"
+    && parseFloat(getComputedStyle(el).outlineWidth) >= 2,
+  visible: (() => { if (!el || el === document.body) return false; const r = el.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; })(),
+};
+"##;
+
+/// A snapshot of the block that shows every component: which components it drew.
+const EVERY_BLOCK: &str = r##"
+const block = document.querySelector("#items .block");
+if (!block) return null;
+const has = (sel) => block.querySelectorAll(sel).length;
+return {
+  summary: block.querySelector(".summary")?.textContent.trim() ?? null,
+  callouts: has(".callout"), tags: has(".tag"), progress: has("[role=progressbar]"), steps: has(".steps > li"),
+  stats: has(".stat"), entries: has("dl.entities dt"), rows: has("tbody tr"), charts: has("figure.chart svg"),
+  tabs: has("[role=tab]"), sections: has("details"), code: has("pre.code"), images: has("figure.image"),
+  sources: has(".sources li"), links: has(".chip"), checklist: has(".checklist input"),
+  switches: has("input[role=switch]"), sliders: has("input[type=range]"), options: has(".segmented button"),
+  buttons: has("button:not(.choice):not(.chip):not([role=tab])"), choices: has("button.choice"),
+  couldNot: [...block.querySelectorAll(".could-not")].map((e) => e.textContent.trim()),
+  status: block.querySelector(".block-status")?.textContent.trim() ?? null,
+};
+"##;
+
 fn rows(snapshot: &Json) -> Vec<Vec<String>> {
     serde_json::from_value(snapshot["rows"].clone()).unwrap_or_default()
 }
@@ -193,9 +320,11 @@ fn pressed(snapshot: &Json) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs chromium and chromedriver; run by cargo xtask ci"]
+#[ignore = "needs chromium, chromedriver and axe-core; run by cargo xtask ci"]
 async fn the_demo_page_reads_live_data_and_sends_a_choice_in_chromium() {
     let started = Instant::now();
+    // Before anything starts: a missing axe-core fails here, naming the command.
+    let axe = axe_source();
     let _ = std::fs::remove_file(artifacts_dir().join("failure.png"));
     let dir = TempDir::new("e2e");
     let profile = dir.0.join("chromium-profile");
@@ -209,7 +338,7 @@ async fn the_demo_page_reads_live_data_and_sends_a_choice_in_chromium() {
     );
 
     let outcome = AssertUnwindSafe(async {
-        tokio::time::timeout(WHOLE, flow(&client, &server))
+        tokio::time::timeout(WHOLE, flow(&client, &server, &axe))
             .await
             .unwrap_or_else(|_| panic!("the browser flow did not finish within {WHOLE:?}"));
     })
@@ -218,11 +347,9 @@ async fn the_demo_page_reads_live_data_and_sends_a_choice_in_chromium() {
 
     match outcome {
         Ok(()) => {
-            let shot = full_page_screenshot(&client, "demo.png").await;
             let _ = client.close().await;
             server.stop().await;
             drop(driver);
-            println!("e2e: screenshot {}", shot.display());
             println!(
                 "e2e: passed in {:.1}s (browser start included)",
                 started.elapsed().as_secs_f64()
@@ -263,9 +390,19 @@ async fn diagnose(client: &Client, driver: &ChromeDriver) {
     }
 }
 
-async fn flow(client: &Client, server: &DemoServer) {
-    // ---- sign in through the page's own button ----
+async fn flow(client: &Client, server: &DemoServer, axe: &str) {
+    // ---- the signed-out page ----
     client.goto(&server.url("/")).await.expect("the page loads");
+    wait_js(
+        client,
+        "the sign-in buttons",
+        SLOW,
+        r##"return !document.querySelector("#signin").hidden && !!document.querySelector("[data-user=alice]");"##,
+    )
+    .await;
+    check_accessibility(client, axe, "the signed-out page").await;
+
+    // ---- sign in through the page's own button ----
     click(
         client,
         "the `Sign in as alice` button",
@@ -277,10 +414,14 @@ async fn flow(client: &Client, server: &DemoServer) {
         c["who"].as_str().is_some_and(|w| w.starts_with("alice"))
             && c["workspaceHidden"] == false
             && c["signinHidden"] == true
-            && c["chats"].as_array().is_some_and(|l| l.len() == 2)
+            && c["chats"].as_array().is_some_and(|l| l.len() == 3)
     })
     .await;
-    assert_eq!(chat["chats"], json!(["Release", CHAT_TITLE]), "{chat:#}");
+    assert_eq!(
+        chat["chats"],
+        json!([EVERY_TITLE, RELEASE_TITLE, CHAT_TITLE]),
+        "{chat:#}"
+    );
     let marker = format!("page-{}", std::process::id());
     assert_eq!(js(client, SPY, vec![json!(marker)]).await, json!(marker));
 
@@ -372,6 +513,7 @@ async fn flow(client: &Client, server: &DemoServer) {
         "the callout icon is beside its title, with a gap, on its line: {block:#}"
     );
     assert_eq!(block["progress"], "7 of 10", "{block:#}");
+    assert_eq!(block["fill"], 70, "{block:#}");
     assert_eq!(block["steps"], 5, "{block:#}");
     let labels: Vec<&str> = block["choices"]
         .as_array()
@@ -388,6 +530,7 @@ async fn flow(client: &Client, server: &DemoServer) {
         block["choices"][0]["context"], "Rerun the failed jobs on main",
         "{block:#}"
     );
+    check_accessibility(client, axe, "the builds chat, drawn").await;
 
     // ---- the Segmented: the table is read again with branch `dev` ----
     click(
@@ -444,6 +587,14 @@ async fn flow(client: &Client, server: &DemoServer) {
             .all(|q| q["body"]["values"]["$branch"] == "dev"),
         "after the switch every read asks for dev: {queries:#}"
     );
+    // The pressed option stays readable under the pointer.
+    hover_pressed_option(client).await;
+    check_accessibility(
+        client,
+        axe,
+        "the builds chat, the pointer over the pressed option",
+    )
+    .await;
 
     // ---- a write through the source's write path shows within 2 s, no reload ----
     // The normal case of `sync.md` §6.6: the reading on screen is at least 1 s old. (A
@@ -548,6 +699,7 @@ async fn flow(client: &Client, server: &DemoServer) {
     assert_eq!(sent["ariaDisabled"], "true", "{block:#}");
     assert_eq!(sent["disabled"], false, "still focusable: {block:#}");
     assert_eq!(sent["opacity"], "1", "{block:#}");
+    assert_eq!(sent["color"], "rgb(36, 86, 199)", "{block:#}");
     assert_eq!(
         sent["border"], "rgb(36, 86, 199)",
         "the accent border: {block:#}"
@@ -557,25 +709,13 @@ async fn flow(client: &Client, server: &DemoServer) {
         assert_eq!(other["check"], false, "{block:#}");
         assert_eq!(other["pressed"], "false", "{block:#}");
         assert_eq!(other["disabled"], true, "{block:#}");
-        assert!(
-            other["opacity"]
-                .as_str()
-                .and_then(|o| o.parse::<f64>().ok())
-                .is_some_and(|o| o < 1.0),
-            "muted: {block:#}"
-        );
+        // Muted by colour and a dashed border, not by an opacity that fades the text
+        // below 4.5:1 (the contrast check below holds it).
+        assert_eq!(other["opacity"], "1", "{block:#}");
+        assert_eq!(other["borderStyle"], "dashed", "muted: {block:#}");
+        assert_eq!(other["color"], "rgb(93, 102, 114)", "muted: {block:#}");
     }
-
-    // No console errors and no failed request during the whole flow (the page's boot
-    // included: signed out, it asks `/api/session`, which answers 200).
-    let problems = js(client, PROBLEMS, vec![]).await;
-    assert_eq!(problems["errors"], json!([]), "{problems:#}");
-    assert_eq!(problems["failed"], json!([]), "{problems:#}");
-    assert_eq!(problems["responses"], json!([]), "{problems:#}");
-    assert!(
-        problems["requests"].as_u64().is_some_and(|n| n > 0),
-        "the resource timing buffer records the page's requests: {problems:#}"
-    );
+    check_accessibility(client, axe, "the builds chat, after a choice was sent").await;
 
     // The same over HTTP, with the browser's session cookie.
     let cookie = client
@@ -607,6 +747,28 @@ async fn flow(client: &Client, server: &DemoServer) {
         last["uiChoice"]["values"],
         json!({"$branch": "dev"}),
         "{last:#}"
+    );
+    let shot = full_page_screenshot(client, "demo.png").await;
+    println!("e2e: screenshot {}", shot.display());
+
+    // ---- the release chat ----
+    open_chat(client, RELEASE_TITLE, 2).await;
+    check_accessibility(client, axe, "the release chat, drawn").await;
+
+    // ---- every component at once, by keyboard ----
+    every_component(client, axe).await;
+    let shot = full_page_screenshot(client, "every-component.png").await;
+    println!("e2e: screenshot {}", shot.display());
+
+    // No console errors and no failed request during the whole flow (the page's boot
+    // included: signed out, it asks `/api/session`, which answers 200).
+    let problems = js(client, PROBLEMS, vec![]).await;
+    assert_eq!(problems["errors"], json!([]), "{problems:#}");
+    assert_eq!(problems["failed"], json!([]), "{problems:#}");
+    assert_eq!(problems["responses"], json!([]), "{problems:#}");
+    assert!(
+        problems["requests"].as_u64().is_some_and(|n| n > 0),
+        "the resource timing buffer records the page's requests: {problems:#}"
     );
 }
 
@@ -640,4 +802,373 @@ async fn full_page_screenshot(client: &Client, name: &str) -> std::path::PathBuf
     screenshot(client, name)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs axe-core ([`AXE_VERSION`], injected when the page has none yet) with the WCAG
+/// 2.0/2.1 A and AA rules, and [`CONTRAST`], on the page as it is now; panics listing
+/// every violation.
+async fn check_accessibility(client: &Client, axe: &str, what: &str) {
+    let started = Instant::now();
+    // The source runs as the body of the WebDriver script (no inline script in the page).
+    let inject =
+        format!("if (!window.axe) {{\n{axe}\n}}\nreturn window.axe ? window.axe.version : null;");
+    let version = client
+        .execute(&inject, Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("axe-core could not be loaded into the page ({what}): {e}"));
+    assert_eq!(version, AXE_VERSION, "axe-core in the page ({what})");
+    let result = client
+        .execute_async(AXE_RUN, vec![json!(AXE_TAGS)])
+        .await
+        .unwrap_or_else(|e| panic!("axe-core did not run ({what}): {e}"));
+    assert!(
+        result["error"].is_null(),
+        "axe-core failed ({what}): {result:#}"
+    );
+    assert_eq!(
+        result["violations"],
+        json!([]),
+        "axe-core {AXE_VERSION} found WCAG 2.1 A/AA violations in {what}: {:#}",
+        result["violations"]
+    );
+    let contrast = js(client, CONTRAST, vec![]).await;
+    assert_eq!(
+        contrast["low"],
+        json!([]),
+        "control text below 4.5:1 in {what}: {contrast:#}"
+    );
+    eprintln!(
+        "e2e: axe {what}: 0 violations ({} rules passed; contrast of {} controls) in {:.1}s",
+        result["passes"],
+        contrast["checked"],
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Moves the pointer over the pressed option of the first Segmented (WebDriver actions;
+/// retried when a redraw made the element stale) and checks it reads white on the dark
+/// accent under the pointer.
+async fn hover_pressed_option(client: &Client) {
+    let xpath = r#"(//div[contains(@class, "segmented")]/button[@aria-pressed="true"])[1]"#;
+    let deadline = Instant::now() + SLOW;
+    loop {
+        let moved = match client.find(Locator::XPath(xpath)).await {
+            Ok(element) => {
+                let mouse =
+                    MouseActions::new("mouse".to_owned()).then(PointerAction::MoveToElement {
+                        element,
+                        duration: None,
+                        x: 0.0,
+                        y: 0.0,
+                    });
+                client.perform_actions(mouse).await
+            }
+            Err(e) => Err(e),
+        };
+        let style = js(
+            client,
+            r#"const b = document.querySelector(".segmented button[aria-pressed=true]");
+               return b && b.matches(":hover") ? [getComputedStyle(b).backgroundColor, getComputedStyle(b).color] : null;"#,
+            vec![],
+        )
+        .await;
+        if moved.is_ok() && !style.is_null() {
+            assert_eq!(
+                style,
+                json!(["rgb(27, 66, 153)", "rgb(255, 255, 255)"]),
+                "the pressed option under the pointer"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "could not move the pointer over the pressed option: {moved:?} {style}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Opens the chat titled `title` from the list and waits until its `blocks` blocks are
+/// drawn (evaluated: no block shows only its fallback).
+async fn open_chat(client: &Client, title: &str, blocks: u64) {
+    click(
+        client,
+        &format!("the chat `{title}` in the list"),
+        SLOW,
+        &format!(r#"//ul[@id="chat-list"]//button[contains(., "{title}")]"#),
+    )
+    .await;
+    wait_until(
+        client,
+        &format!("the chat `{title}` to be drawn"),
+        SLOW,
+        r##"return [document.querySelector("#chat-title").textContent,
+                   document.querySelectorAll("#items .block").length,
+                   document.querySelectorAll("#items .block .block-body > .fallback").length];"##,
+        |v| v[0] == title && v[1] == blocks && v[2] == 0,
+    )
+    .await;
+}
+
+/// Presses and releases `key` (WebDriver key actions, sent to the focused element).
+async fn press(client: &Client, key: Key) {
+    let value: char = key.into();
+    let keys = KeyActions::new("keyboard".to_owned())
+        .then(KeyAction::Down { value })
+        .then(KeyAction::Up { value });
+    client
+        .perform_actions(keys)
+        .await
+        .unwrap_or_else(|e| panic!("pressing {key:?}: {e}"));
+}
+
+/// Marks the focused element, presses `key` and waits until `done` holds for [`FOCUS`]
+/// or focus fell to `<body>`; then asserts focus is on `key_of` (the same control, unless
+/// told otherwise) and returns the focus state.
+async fn press_on(
+    client: &Client,
+    key: Key,
+    before: &Json,
+    expect_key: &str,
+    done: impl Fn(&Json) -> bool,
+) -> Json {
+    js(
+        client,
+        "window.__e2eMark = document.activeElement; return true;",
+        vec![],
+    )
+    .await;
+    press(client, key).await;
+    let what = format!(
+        "{key:?} on the {} `{}` to take effect",
+        before["kind"], before["text"]
+    );
+    let after = wait_until(client, &what, SLOW, FOCUS, |f| {
+        f["key"] == "body" || done(f)
+    })
+    .await;
+    assert_eq!(
+        after["key"], expect_key,
+        "after {key:?} on the {} `{}` focus is not where the person was: {after:#}",
+        before["kind"], before["text"]
+    );
+    assert_eq!(after["block"], before["block"], "{after:#}");
+    assert_eq!(
+        after["ring"], true,
+        "the focus ring is still drawn: {after:#}"
+    );
+    assert_eq!(
+        after["visible"], true,
+        "the focused control is on screen: {after:#}"
+    );
+    after
+}
+
+/// The chat with all 36 components: its block is drawn whole, passes axe, and a keyboard
+/// walk of the page reaches and operates each of its controls without losing focus.
+async fn every_component(client: &Client, axe: &str) {
+    open_chat(client, EVERY_TITLE, 1).await;
+    let block = wait_until(client, "every component drawn", SLOW, EVERY_BLOCK, |b| {
+        b["options"] == 2 && b["choices"] == 3
+    })
+    .await;
+    for (what, at_least) in [
+        ("callouts", 2),
+        ("tags", 3),
+        ("progress", 1),
+        ("steps", 4),
+        ("stats", 2),
+        ("entries", 3),
+        ("rows", 2),
+        ("charts", 1),
+        ("tabs", 2),
+        ("sections", 1),
+        ("code", 1),
+        ("images", 1),
+        ("sources", 1),
+        ("links", 4),
+        ("checklist", 2),
+        ("switches", 1),
+        ("sliders", 1),
+        ("buttons", 2),
+    ] {
+        assert!(
+            block[what].as_u64().is_some_and(|n| n >= at_least),
+            "{what}: {block:#}"
+        );
+    }
+    assert_eq!(block["couldNot"], json!([]), "{block:#}");
+    check_accessibility(client, axe, "the every-component chat, drawn").await;
+
+    // Tab from the first stop of the page (the chat list) through the block's controls.
+    let first = js(
+        client,
+        r##"window.scrollTo(0, 0);
+           const first = document.querySelector("#chat-list button"); first.focus(); return !!first && document.activeElement === first;"##,
+        vec![],
+    )
+    .await;
+    assert_eq!(first, true);
+    let mut previous = js(client, FOCUS, vec![]).await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut operated: Vec<String> = Vec::new();
+    let mut walked = Vec::new();
+    let mut sent = false;
+    for _ in 0..MAX_STOPS {
+        press(client, Key::Tab).await;
+        let here = js(client, FOCUS, vec![]).await;
+        let key = here["key"].as_str().unwrap().to_owned();
+        assert_ne!(key, "body", "Tab after `{previous}` lost focus: {here:#}");
+        let stops: Vec<String> = serde_json::from_value(here["stops"].clone()).unwrap();
+        let next = stops
+            .iter()
+            .position(|s| *s == previous)
+            .and_then(|i| stops.get(i + 1));
+        assert_eq!(
+            next,
+            Some(&key),
+            "Tab after `{previous}` did not go to the next stop: {here:#}"
+        );
+        assert_eq!(here["ring"], true, "`{key}` shows no focus ring: {here:#}");
+        walked.push(key.clone());
+        if here["block"].is_null() {
+            if !operated.is_empty() {
+                break;
+            }
+            previous = key;
+            continue;
+        }
+        let kind = here["kind"].as_str().unwrap().to_owned();
+        let changed = operate(client, &here).await;
+        if changed {
+            operated.push(kind.clone());
+            check_accessibility(
+                client,
+                axe,
+                &format!(
+                    "the every-component chat after the {kind} `{}` changed",
+                    here["text"].as_str().unwrap_or("")
+                ),
+            )
+            .await;
+            if kind == "segmented" {
+                hover_pressed_option(client).await;
+                check_accessibility(
+                    client,
+                    axe,
+                    "the every-component chat, the pointer over the pressed option",
+                )
+                .await;
+            }
+        }
+        // Where focus is now (the same control; its key, should the page have none).
+        previous = js(client, FOCUS, vec![]).await["key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if kind == "choice" && changed {
+            sent = true;
+            break;
+        }
+    }
+    eprintln!(
+        "e2e: keyboard walk: {} stops; operated {operated:?}",
+        walked.len()
+    );
+    for kind in [
+        "tab",
+        "section",
+        "checkbox",
+        "switch",
+        "slider",
+        "segmented",
+        "button",
+        "choice",
+    ] {
+        assert!(
+            operated.iter().any(|k| k == kind),
+            "the walk operated no {kind}: {operated:?}; stops {walked:#?}"
+        );
+    }
+    assert!(sent, "the walk sent a choice: {walked:#?}");
+    let chat = wait_until(client, "the choice as the next message", SLOW, CHAT, |c| {
+        c["messages"].as_array().is_some_and(|m| m.len() == 3)
+    })
+    .await;
+    assert_eq!(
+        chat["messages"][2],
+        json!({"role": "user", "text": "Release main with 4 shards"}),
+        "{chat:#}"
+    );
+}
+
+/// Operates the focused control of kind `here["kind"]` with the keyboard and asserts that
+/// focus stays on it; whether it changed something (a link of the `Sources` list is not
+/// followed: it would open a tab; a pressed option or a disabled Choice does nothing).
+async fn operate(client: &Client, here: &Json) -> bool {
+    let key = here["key"].as_str().unwrap();
+    let replaced = |f: &Json| f["replaced"] == true;
+    match here["kind"].as_str().unwrap() {
+        "checkbox" | "switch" => {
+            let was = here["checked"].as_bool().unwrap();
+            press_on(client, Key::Space, here, key, |f| {
+                replaced(f) && f["checked"] == !was
+            })
+            .await;
+        }
+        "slider" => {
+            // Twice: the second arrow key must move it too (focus is still on it).
+            let v: f64 = here["value"].as_str().unwrap().parse().unwrap();
+            for step in [1.0, 2.0] {
+                let want = (v + step).to_string();
+                press_on(client, Key::Right, here, key, |f| {
+                    replaced(f) && f["value"] == want.as_str()
+                })
+                .await;
+            }
+        }
+        "segmented" => {
+            if here["pressed"] == "true" {
+                return false;
+            }
+            press_on(client, Key::Space, here, key, |f| {
+                replaced(f) && f["pressed"] == "true"
+            })
+            .await;
+        }
+        "tab" => {
+            // Arrow to the next tab (focus follows the selection), then back.
+            press(client, Key::Right).await;
+            let next = wait_until(client, "the next tab", SLOW, FOCUS, |f| {
+                f["key"] == "body" || (f["key"] != key && f["selected"] == "true")
+            })
+            .await;
+            assert_eq!(next["kind"], "tab", "focus follows the next tab: {next:#}");
+            press_on(client, Key::Left, &next, key, |f| {
+                f["key"] == key && f["selected"] == "true"
+            })
+            .await;
+        }
+        "section" => {
+            for open in [false, true] {
+                press_on(client, Key::Enter, here, key, |f| f["open"] == open).await;
+            }
+        }
+        "button" | "link" => {
+            press_on(client, Key::Enter, here, key, replaced).await;
+        }
+        "choice" => {
+            if here["disabled"] == "true" {
+                return false;
+            }
+            press_on(client, Key::Enter, here, key, |f| {
+                replaced(f) && f["pressed"] == "true"
+            })
+            .await;
+        }
+        _ => return false,
+    }
+    true
 }

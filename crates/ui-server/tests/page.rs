@@ -114,7 +114,7 @@ async fn the_demo_seed_gives_alice_and_bob_chats() {
     // Seeding twice does not duplicate.
     ui_server::seed_demo(&state).await.unwrap();
     let app = router(state);
-    for (user, chats) in [("alice", 2), ("bob", 1)] {
+    for (user, chats) in [("alice", 3), ("bob", 1)] {
         let login = Request::post("/api/login")
             .header("content-type", "application/json")
             .body(Body::from(format!(r#"{{"user":"{user}"}}"#)))
@@ -252,6 +252,6 @@ async fn the_demo_replies_compile_without_diagnostics() {
             }
         }
     }
-    assert_eq!(replies, 5, "the five demo replies hold one block each");
+    assert_eq!(replies, 6, "the six demo replies hold one block each");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -37,24 +37,76 @@ fn env_path(var: &str, default: &str) -> PathBuf {
 /// The directory screenshots go to: `UI_E2E_ARTIFACTS`, else `$CARGO_TARGET_DIR/e2e`,
 /// else `<workspace>/target/e2e` (relative directories count from the workspace root).
 pub fn artifacts_dir() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+    from_workspace(
+        from_env("UI_E2E_ARTIFACTS")
+            .or_else(|| from_env("CARGO_TARGET_DIR").map(|t| t.join("e2e")))
+            .unwrap_or_else(|| PathBuf::from("target/e2e")),
+    )
+}
+
+fn from_env(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `dir`, relative to the workspace root when it is not absolute.
+fn from_workspace(dir: PathBuf) -> PathBuf {
+    if dir.is_absolute() {
+        return dir;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
         .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let from_env = |var: &str| {
-        std::env::var_os(var)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let dir = from_env("UI_E2E_ARTIFACTS")
-        .or_else(|| from_env("CARGO_TARGET_DIR").map(|t| t.join("e2e")))
-        .unwrap_or_else(|| PathBuf::from("target/e2e"));
-    if dir.is_absolute() {
-        dir
-    } else {
-        workspace.join(dir)
-    }
+        .unwrap_or_default()
+        .join(dir)
+}
+
+/// The axe-core release the accessibility checks run (`cargo xtask ci` installs this one
+/// from the npm registry).
+pub const AXE_VERSION: &str = "4.14.1";
+
+/// The axe-core rules the checks run: WCAG 2.0 and 2.1, levels A and AA.
+pub const AXE_TAGS: [&str; 4] = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+
+/// Where `axe.min.js` is: `UI_E2E_AXE`, else
+/// `$CARGO_TARGET_DIR/axe-core/node_modules/axe-core/axe.min.js` (`target/…` without it),
+/// where `cargo xtask ci` installs it.
+pub fn axe_path() -> PathBuf {
+    from_workspace(from_env("UI_E2E_AXE").unwrap_or_else(|| {
+        from_env("CARGO_TARGET_DIR")
+            .unwrap_or_else(|| PathBuf::from("target"))
+            .join("axe-core/node_modules/axe-core/axe.min.js")
+    }))
+}
+
+/// The source of axe-core [`AXE_VERSION`]; panics with the command that installs it when
+/// it is missing or another version (the checks never skip silently).
+pub fn axe_source() -> String {
+    let path = axe_path();
+    let install = format!(
+        "npm install --no-save --prefix {} axe-core@{AXE_VERSION}",
+        path.ancestors().nth(3).map_or_else(
+            || "<target>/axe-core".to_owned(),
+            |p| p.display().to_string()
+        )
+    );
+    let source = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "axe-core {AXE_VERSION} not found at {} ({e}) — the browser test's accessibility \
+             checks need it: run `{install}` (`cargo xtask ci` does), or set UI_E2E_AXE to an \
+             axe.min.js of that version",
+            path.display()
+        )
+    });
+    let banner = format!("axe v{AXE_VERSION}");
+    assert!(
+        source[..source.len().min(200)].contains(&banner),
+        "{} is not axe-core {AXE_VERSION}: run `{install}`",
+        path.display()
+    );
+    source
 }
 
 /// A free port on 127.0.0.1 (the one the OS hands a listener bound to port 0).

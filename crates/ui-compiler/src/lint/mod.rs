@@ -16,8 +16,10 @@
 //! let block = compile_block(source, "b", &options);
 //! assert!(block.diagnostics.is_empty());
 //! let lints = lint_block(&block, source, &LintOptions::default());
-//! assert_eq!(lints[0].code, LintCode::UndeclaredReference);
-//! assert_eq!(lints[0].fix.as_ref().unwrap().text, "$rows");
+//! // In source order: `$rows` is never read, and `$rowz` is a typo for it.
+//! assert_eq!(lints[0].code, LintCode::UnusedDeclaration);
+//! assert_eq!(lints[1].code, LintCode::UndeclaredReference);
+//! assert_eq!(lints[1].fix.as_ref().unwrap().text, "$rows");
 //! ```
 
 mod scan;

@@ -25,3 +25,4 @@
 pub mod cli;
 pub mod commands;
 pub mod driver;
+pub mod examples;

@@ -30,6 +30,10 @@ pub enum Command {
     Driver,
     /// Serve the HTTP API (and the demo) on 127.0.0.1.
     Serve(ServeArgs),
+    /// Serve the Model Context Protocol on standard input and output: tools check_reply,
+    /// preview_reply and describe_component, resource uiblocks://catalog, prompt
+    /// write_ui_block.
+    Mcp,
 }
 
 /// How `check` prints its findings.

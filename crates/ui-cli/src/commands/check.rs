@@ -56,7 +56,12 @@ pub struct FileReport {
 impl FileReport {
     /// Compiles `text` as a final reply (or one block body).
     pub fn new(text: String, source: &SourceArgs) -> Self {
-        let blocks = compile_text(&text, source, true);
+        Self::compile(text, source, true)
+    }
+
+    /// Compiles `text` as a reply (or one block body), final or as a streaming preview.
+    pub fn compile(text: String, source: &SourceArgs, is_final: bool) -> Self {
+        let blocks = compile_text(&text, source, is_final);
         let fences = if source.block {
             Vec::new()
         } else {

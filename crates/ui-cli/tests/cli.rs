@@ -75,7 +75,11 @@ fn check_prints_lints_as_warnings_with_fixes_and_exits_0() {
     // --deny-warnings fails on them.
     let denied = run(&["check", "--deny-warnings", path.to_str().unwrap()]);
     assert_eq!(denied.status.code(), Some(1));
-    assert!(stderr(&denied).contains("3 warnings"), "{}", stderr(&denied));
+    assert!(
+        stderr(&denied).contains("3 warnings"),
+        "{}",
+        stderr(&denied)
+    );
 }
 
 #[test]
@@ -86,10 +90,18 @@ fn check_json_findings_have_severity_fix_and_cause() {
     assert_eq!(out.status.code(), Some(1));
     let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
     let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
-    let codes: Vec<&str> = findings.iter().map(|f| f["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
     assert_eq!(
         codes,
-        ["undeclared_reference", "invalid_prop", "unmatched_tag", "invalid_parent"]
+        [
+            "undeclared_reference",
+            "invalid_prop",
+            "unmatched_tag",
+            "invalid_parent"
+        ]
     );
     assert_eq!(findings[0]["severity"], "warning");
     assert!(findings[0].get("fix").is_none(), "no name close enough");
@@ -101,7 +113,8 @@ fn check_json_findings_have_severity_fix_and_cause() {
 
 #[test]
 fn check_shows_follow_on_errors_as_notes_and_points_at_the_stop_token() {
-    let reply = "```ui\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n<Tag>{$a + * 2}</Tag>\n```\n";
+    let reply =
+        "```ui\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n<Tag>{$a + * 2}</Tag>\n```\n";
     let path = temp_file("notes.md", reply);
     let out = run(&["check", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

@@ -34,10 +34,14 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
         .unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["check_reply", "describe_component", "preview_reply"]);
+    assert_eq!(
+        names,
+        ["check_reply", "describe_component", "preview_reply"]
+    );
 
     // check_reply: a lint with a fix and an error, in structured content.
-    let reply = "Done.\n```ui\n$rows = [1]\n<Summary>{@Count($rowz)}</Summary>\n<Frobnicate/>\n```\n";
+    let reply =
+        "Done.\n```ui\n$rows = [1]\n<Summary>{@Count($rowz)}</Summary>\n<Frobnicate/>\n```\n";
     let result = tokio::time::timeout(
         LIMIT,
         client.call_tool(
@@ -51,8 +55,18 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     assert_eq!(structured["blocks"], 1);
     assert_eq!(structured["errors"], 1);
     let findings = structured["findings"].as_array().unwrap();
-    let codes: Vec<&str> = findings.iter().map(|f| f["code"].as_str().unwrap()).collect();
-    assert_eq!(codes, ["unused_declaration", "undeclared_reference", "unknown_component"]);
+    let codes: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "unused_declaration",
+            "undeclared_reference",
+            "unknown_component"
+        ]
+    );
     assert_eq!(findings[1]["severity"], "warning");
     assert_eq!(findings[1]["fix"]["text"], "$rows");
     assert_eq!(findings[2]["severity"], "error");
@@ -61,12 +75,15 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     assert!(text.contains("error[unknown_component]"), "{text}");
 
     // preview_reply with a sample reading of a query.
-    let reply = "```ui\n$runs = @Query(\"runs\", {})\n<Summary>{@Count($runs)} runs</Summary>\n```\n";
+    let reply =
+        "```ui\n$runs = @Query(\"runs\", {})\n<Summary>{@Count($runs)} runs</Summary>\n```\n";
     let result = tokio::time::timeout(
         LIMIT,
-        client.call_tool(CallToolRequestParams::new("preview_reply").with_arguments(args(
-            json!({"text": reply, "readings": {"$runs": [{"name": "a"}, {"name": "b"}]}}),
-        ))),
+        client.call_tool(
+            CallToolRequestParams::new("preview_reply").with_arguments(args(
+                json!({"text": reply, "readings": {"$runs": [{"name": "a"}, {"name": "b"}]}}),
+            )),
+        ),
     )
     .await
     .unwrap()

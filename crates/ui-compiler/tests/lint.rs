@@ -202,7 +202,11 @@ fn unused_declaration_stays_silent() {
     }
     // A preview still being written: what reads it may not have arrived yet.
     let src = "$a = 1\n<Summary>";
-    assert!(lint_all(src, false).iter().all(|l| l.0 != UnusedDeclaration));
+    assert!(
+        lint_all(src, false)
+            .iter()
+            .all(|l| l.0 != UnusedDeclaration)
+    );
 }
 
 #[test]
@@ -215,10 +219,7 @@ fn unlabelled_control_fires() {
             "$s = \"a\"\n<Segmented value={$s}><Option value=\"a\"/></Segmented>\n",
             "<Segmented",
         ),
-        (
-            "$v = 1\n<Slider value={$v} min={0} max={5}/>\n",
-            "<Slider",
-        ),
+        ("$v = 1\n<Slider value={$v} min={0} max={5}/>\n", "<Slider"),
         (
             "$l = []\n<Checklist value={$l}><Item value=\"a\"/></Checklist>\n",
             "<Checklist",
@@ -332,7 +333,11 @@ fn findings_are_in_source_order_with_utf16_ranges() {
     assert_eq!(codes, [UnusedDeclaration, UndeclaredReference, MissingAlt]);
     let nope = &lints[1];
     assert_eq!(nope.bytes.start as usize, src.find("$nope").unwrap());
-    assert_eq!(nope.range.start + 1, nope.bytes.start, "é is 2 bytes, 1 unit");
+    assert_eq!(
+        nope.range.start + 1,
+        nope.bytes.start,
+        "é is 2 bytes, 1 unit"
+    );
     let json = serde_json::to_value(nope).unwrap();
     assert_eq!(json["code"], "undeclared_reference");
     assert_eq!(json["start"], nope.range.start);

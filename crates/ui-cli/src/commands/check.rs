@@ -21,8 +21,8 @@ use ui_compiler::expr::parse_stop;
 use ui_compiler::{
     Block, CompileOptions, Fence, Lint, LintFix, LintOptions, lint_block, scan_fences,
 };
-use ui_core::{Code, Diagnostic, TextRange};
 use ui_core::text::Utf16Map;
+use ui_core::{Code, Diagnostic, TextRange};
 
 use super::{EXIT_USAGE, compile_text, read_source};
 use crate::cli::{CheckArgs, CheckFormat, SourceArgs};
@@ -103,7 +103,6 @@ impl FileReport {
             })
             .collect()
     }
-
 }
 
 /// The byte range in `text` of `diagnostic`, whose block source is `text[code]` (`None`
@@ -209,7 +208,10 @@ impl FileReport {
             return Some((0, self.text.as_str()));
         }
         let fence = self.fences.get(index)?;
-        Some((fence.code_start, self.text.get(fence.code_start..fence.code_end)?))
+        Some((
+            fence.code_start,
+            self.text.get(fence.code_start..fence.code_end)?,
+        ))
     }
 
     /// The lints of block `index`.
@@ -248,8 +250,7 @@ impl FileReport {
             .collect();
         if let Some(offset) = offset {
             for lint in self.lints(index) {
-                let bytes =
-                    offset + lint.bytes.start as usize..offset + lint.bytes.end as usize;
+                let bytes = offset + lint.bytes.start as usize..offset + lint.bytes.end as usize;
                 let (line, column) = line_column(&self.text, bytes.start);
                 let fix = lint.fix.map(|fix| PlacedFix {
                     bytes: offset + fix.bytes.start as usize..offset + fix.bytes.end as usize,
@@ -359,9 +360,9 @@ fn expression_text(text: &str) -> Option<(usize, &str)> {
         }
         return None;
     }
-    if text.starts_with('{') {
+    if let Some(rest) = text.strip_prefix('{') {
         // An unclosed text expression: everything after the brace.
-        return Some((1, &text[1..]));
+        return Some((1, rest));
     }
     // A quoted prop value: from the last `="` or `='`.
     let quote = trimmed

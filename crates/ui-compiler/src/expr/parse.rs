@@ -131,8 +131,8 @@ pub fn parse_stop(source: &str, budget: &mut Budget<'_>) -> Option<std::ops::Ran
     if failure.code == Code::BudgetExceeded {
         return None;
     }
-    let grammar = failure.message.starts_with("Expected ")
-        || failure.message.starts_with("Unexpected token");
+    let grammar =
+        failure.message.starts_with("Expected ") || failure.message.starts_with("Unexpected token");
     if let Some(refused) = refused
         && refused.start <= pos
         && (refused.start < pos || !grammar)

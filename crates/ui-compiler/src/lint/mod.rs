@@ -345,13 +345,7 @@ impl<'a> Linter<'a> {
                     message.push_str(&format!("; did you mean `{s}`?"));
                 }
                 let fix = suggestion.map(|s| (at.clone(), s));
-                self.push(
-                    LintCode::UndeclaredReference,
-                    message,
-                    at,
-                    Some(node),
-                    fix,
-                );
+                self.push(LintCode::UndeclaredReference, message, at, Some(node), fix);
             }
         }
     }
@@ -423,7 +417,10 @@ impl<'a> Linter<'a> {
             column.bytes.start as usize,
             Self::tag_limit(column),
         );
-        let value = props.iter().find(|p| p.name == "key").map(|p| p.value_bytes.clone());
+        let value = props
+            .iter()
+            .find(|p| p.name == "key")
+            .map(|p| p.value_bytes.clone());
         let at = value.clone().unwrap_or_else(|| Self::tag_span(column));
         let suggestion = closest(key, fields.iter().map(String::as_str), SUGGEST_DISTANCE);
         let mut message = format!(
@@ -478,7 +475,10 @@ impl<'a> Linter<'a> {
         // their text: `@Query("source", …)`.
         let decl = self.decls.iter().find(|d| d.name == name)?;
         let value = self.source[decl.value_bytes.clone()].trim();
-        let rest = value.strip_prefix("@Query")?.trim_start().strip_prefix('(')?;
+        let rest = value
+            .strip_prefix("@Query")?
+            .trim_start()
+            .strip_prefix('(')?;
         let rest = rest.trim_start();
         let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
         let body = &rest[1..];

@@ -295,7 +295,10 @@ mod tests {
         let names: Vec<&str> = decls.iter().map(|d| d.name).collect();
         assert_eq!(names, ["$a", "$rows", "$q"]);
         assert_eq!(&src[decls[1].value_bytes.clone()], " [\n {x: 1}\n]");
-        assert_eq!(&src[decls[1].line_bytes.clone()], "  $rows = [\n {x: 1}\n]\n");
+        assert_eq!(
+            &src[decls[1].line_bytes.clone()],
+            "  $rows = [\n {x: 1}\n]\n"
+        );
     }
 
     #[test]
@@ -303,7 +306,10 @@ mod tests {
         let src = r#"<Table rows={@Filter($r, t, t.x == "}")} title='a\'b'><Column/>"#;
         let props = tag_props(src, 0, src.len());
         assert_eq!(props.len(), 2);
-        assert_eq!(&src[props[0].value_bytes.clone()], r#"{@Filter($r, t, t.x == "}")}"#);
+        assert_eq!(
+            &src[props[0].value_bytes.clone()],
+            r#"{@Filter($r, t, t.x == "}")}"#
+        );
         assert_eq!(&src[props[1].value_bytes.clone()], r"'a\'b'");
     }
 

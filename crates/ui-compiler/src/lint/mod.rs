@@ -284,7 +284,8 @@ impl<'a> Linter<'a> {
         for name in node.bindings.values() {
             self.used.insert(name.clone());
         }
-        if node.error.is_none() {
+        // A failed node is the compile's; one still being written may get its label yet.
+        if node.error.is_none() && node.complete {
             self.component(node, &props);
         }
         let local = (node.kind == "Each")

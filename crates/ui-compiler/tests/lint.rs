@@ -124,9 +124,9 @@ fn undeclared_reference_fires() {
     assert_eq!(
         lints(
             UndeclaredReference,
-            "$t = [1]\n<Summary>{@Count(@Filter($t, x, y > 1))}</Summary>\n"
+            "$t = [1]\n<Summary>{@Count(@Filter($t, item, itme > 1))}</Summary>\n"
         ),
-        [fixed(UndeclaredReference, "y", "y", "x")]
+        [fixed(UndeclaredReference, "itme", "itme", "item")]
     );
     // Each occurrence is reported, in source order.
     assert_eq!(
@@ -248,7 +248,11 @@ fn unlabelled_control_stays_silent() {
     }
     // A preview whose control is still open: its label may be on its way.
     let src = "$on = false\n<Switch value={$on}>";
-    assert!(lint_all(src, false).iter().all(|l| l.0 != UnlabelledControl));
+    assert!(
+        lint_all(src, false)
+            .iter()
+            .all(|l| l.0 != UnlabelledControl)
+    );
 }
 
 #[test]
@@ -363,12 +367,40 @@ mod never_panics {
     /// Pieces of blocks, valid and broken, with multi-byte characters and escapes.
     fn piece() -> impl Strategy<Value = &'static str> {
         prop::sample::select(vec![
-            "$a = 1\n", "$rows = [{n: \"é\"}]\n", "$q = @Query(\"runs\", {x: $a})\n", "<Summary>",
-            "</Summary>", "<Table rows={$rows}>", "<Column key=\"n\"/>", "<Column key=\"m\"/>",
-            "</Table>", "{$a}", "{$nope}", "{row}", "<Each items={$rows} as=\"row\">", "</Each>",
-            "<Show when={true}>", "</Show>", "<Switch value={$a}/>", "<Image/>", "é😀",
-            "\\\"", "\"", "'", "{", "}", "<", ">", "=", "\n", " ", "@Filter($rows, r, r.n)",
-            "{@Count($rowz)}", "<Button action={@Set($a, 2)}>", "</Button>", "<Tag title=\"\\u00e9\">",
+            "$a = 1\n",
+            "$rows = [{n: \"é\"}]\n",
+            "$q = @Query(\"runs\", {x: $a})\n",
+            "<Summary>",
+            "</Summary>",
+            "<Table rows={$rows}>",
+            "<Column key=\"n\"/>",
+            "<Column key=\"m\"/>",
+            "</Table>",
+            "{$a}",
+            "{$nope}",
+            "{row}",
+            "<Each items={$rows} as=\"row\">",
+            "</Each>",
+            "<Show when={true}>",
+            "</Show>",
+            "<Switch value={$a}/>",
+            "<Image/>",
+            "é😀",
+            "\\\"",
+            "\"",
+            "'",
+            "{",
+            "}",
+            "<",
+            ">",
+            "=",
+            "\n",
+            " ",
+            "@Filter($rows, r, r.n)",
+            "{@Count($rowz)}",
+            "<Button action={@Set($a, 2)}>",
+            "</Button>",
+            "<Tag title=\"\\u00e9\">",
         ])
     }
 

@@ -264,7 +264,9 @@ pub(crate) fn edit_distance(a: &str, b: &str, max: usize) -> Option<usize> {
     (distance <= max).then_some(distance)
 }
 
-/// The candidate closest to `name` within edit distance `max` (ties: the first).
+/// The candidate closest to `name` within edit distance `max` (ties: the first), and closer
+/// than the length of the name itself (without its `$`): `$b` suggests nothing, since any
+/// one-letter name is one edit away.
 pub(crate) fn closest<'c>(
     name: &str,
     candidates: impl IntoIterator<Item = &'c str>,
@@ -276,6 +278,7 @@ pub(crate) fn closest<'c>(
             continue;
         }
         if let Some(d) = edit_distance(name, candidate, max)
+            && d < name.trim_start_matches('$').chars().count()
             && best.is_none_or(|(b, _)| d < b)
         {
             best = Some((d, candidate));
@@ -327,5 +330,7 @@ mod tests {
         assert_eq!(edit_distance("$a", "$abcd", 2), None);
         assert_eq!(closest("$rowz", ["$rows", "$row"], 2), Some("$rows"));
         assert_eq!(closest("$zzz", ["$rows"], 2), None);
+        assert_eq!(closest("$b", ["$a"], 2), None);
+        assert_eq!(closest("$ab", ["$ac"], 2), Some("$ac"));
     }
 }

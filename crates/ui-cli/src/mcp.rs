@@ -11,7 +11,9 @@
 //!
 //! The tools are plain functions ([`check_reply`], [`preview_reply`],
 //! [`describe_component`]); [`UiblocksMcp`] maps the protocol onto them. Built on `rmcp`,
-//! the official Rust SDK, with its server and stdio transport only.
+//! the official Rust SDK, with its server and stdio transport only. Bounds: a request line
+//! is at most rmcp's 16 MiB, `text` and `readings` at most 1 MiB each, and every compile and
+//! evaluation runs under the language's work and time budgets (`UiLimits`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::{Value as Json, json};
 use ui_compiler::{Block, CompileOptions, QuerySchemas, UiCompiler, UiState, compile_block};
 use ui_core::catalog::{self, Component};
-use ui_core::{FrozenClock, Record, UiLimits, Value, ViewNode};
+use ui_core::{Record, SystemClock, UiLimits, Value, ViewNode};
 
 use crate::cli::SourceArgs;
 use crate::commands::check::{FileReport, Severity, finding_json, render_human};
@@ -115,7 +117,8 @@ impl QuerySchemas for AnySource {
 /// each block's evaluated view, with `readings` (query name → sample result) as the first
 /// readings of the queries. Every query source is taken as registered.
 pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
-    let clock = FrozenClock(0.0);
+    // The same work and time budgets as a host's compile and evaluation.
+    let clock = SystemClock::new();
     let limits = UiLimits::DEFAULT;
     let options = CompileOptions {
         is_final: true,

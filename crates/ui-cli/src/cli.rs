@@ -16,7 +16,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compile files as final replies and print every diagnostic (exit 1 when any).
+    /// Compile files as final replies and print every error and warning (exit 1 on errors).
     Check(CheckArgs),
     /// Compile a file and print its blocks as JSON.
     Compile(CompileArgs),
@@ -30,6 +30,10 @@ pub enum Command {
     Driver,
     /// Serve the HTTP API (and the demo) on 127.0.0.1.
     Serve(ServeArgs),
+    /// Serve the Model Context Protocol on standard input and output: tools check_reply,
+    /// preview_reply and describe_component, resource uiblocks://catalog, prompt
+    /// write_ui_block.
+    Mcp,
 }
 
 /// How `check` prints its findings.
@@ -59,11 +63,19 @@ pub struct CheckArgs {
     /// The files to check.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// The output format. `json` prints `{file, blocks:[{id, diagnostics:[{code, message,
-    /// start, end, line, column, nodeId}]}]}` per file; `start`/`end` are the wire offsets
-    /// (UTF-16 units of the block source), `line`/`column` are 1-based in the file.
+    /// The output format. `json` prints `{file, blocks:[{id, findings:[{severity, code,
+    /// message, start, end, line, column, nodeId?, fix?, cause?}]}]}` per file, findings in
+    /// source order; `start`/`end` are the wire offsets (UTF-16 units of the block source),
+    /// `line`/`column` are 1-based in the file, `fix` is `{start, end, text}`, `cause` the
+    /// index of the failure a follow-on diagnostic comes from.
     #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
     pub format: CheckFormat,
+    /// Fail (exit 1) on warnings too.
+    #[arg(long)]
+    pub deny_warnings: bool,
+    /// Print nothing on success.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Source options.
     #[command(flatten)]
     pub source: SourceArgs,

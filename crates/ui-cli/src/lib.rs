@@ -1,8 +1,8 @@
 //! # ui-cli
 //!
 //! The library behind the `uiblocks` binary: the command line ([`cli`]), the subcommands
-//! ([`commands`]: `check`, `compile`, `fallback`, `catalog`, `schema`, `serve`) and the
-//! JSON-lines [`driver`] that exposes the compiler to hosts in any language (`driver.md`).
+//! ([`commands`]: `check`, `compile`, `fallback`, `catalog`, `schema`, `serve`), the MCP
+//! server of `uiblocks mcp` ([`mcp`]) and the JSON-lines [`driver`] that exposes the compiler to hosts in any language (`driver.md`).
 //!
 //! ```
 //! let response = ui_cli::driver::handle_line(
@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Dependencies beyond the workspace's crates: clap (the command line), annotate-snippets
-//! (rustc-style diagnostics), anyhow (errors of the commands), tokio (`serve`), and
+//! (rustc-style diagnostics), anyhow (errors of the commands), tokio (`serve`, `mcp`),
+//! rmcp — the official Rust SDK of the Model Context Protocol, for `uiblocks mcp` (only its
+//! server side and stdio transport: no macros, no HTTP), and
 //! indicatif — the progress bar of `check` over many files, drawn on standard error only
 //! when that is a terminal (no default features: no wide-character widths, no wasm clock).
 //! The binary (not this library) allocates with mimalloc: the compiler builds many small
@@ -24,4 +26,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod docs;
 pub mod driver;
+pub mod examples;
+pub mod mcp;

@@ -40,6 +40,91 @@ fn check_ok_file_exits_0() {
     let out = run(&["check", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "");
+    assert_eq!(stderr(&out), "ok: 1 file, 1 block, 0 errors, 0 warnings\n");
+    let quiet = run(&["check", "--quiet", path.to_str().unwrap()]);
+    assert_eq!(quiet.status.code(), Some(0));
+    assert_eq!(stderr(&quiet), "");
+}
+
+/// A reply whose block compiles but has three lints, one error with a follow-on, and an
+/// expression error.
+const LINTED_REPLY: &str = "Intro.\n\n```ui\n$rows = [{name: \"a\"}]\n$unused = 1\n\
+    <Summary>{@Count($rowz)}</Summary>\n<Table rows={$rows}><Column key=\"nmae\"/></Table>\n```\n";
+
+#[test]
+fn check_prints_lints_as_warnings_with_fixes_and_exits_0() {
+    let path = temp_file("lints.md", LINTED_REPLY);
+    let out = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    // In source order, each with its help.
+    let order: Vec<usize> = [
+        "warning[unused_declaration]",
+        "warning[undeclared_reference]",
+        "help: replace with `$rows`",
+        "warning[unknown_column]",
+        "help: replace with `name`",
+    ]
+    .iter()
+    .map(|s| text.find(s).unwrap_or_else(|| panic!("{s} in {text}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(text.contains("help: remove it"), "{text}");
+    assert!(text.contains("lints.md:6:18"), "{text}");
+    assert_eq!(stderr(&out), "ok: 1 file, 1 block, 0 errors, 3 warnings\n");
+    // --deny-warnings fails on them.
+    let denied = run(&["check", "--deny-warnings", path.to_str().unwrap()]);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(
+        stderr(&denied).contains("3 warnings"),
+        "{}",
+        stderr(&denied)
+    );
+}
+
+#[test]
+fn check_json_findings_have_severity_fix_and_cause() {
+    let reply = "```ui\n<Summary>{$nope}</Summary>\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n```\n";
+    let path = temp_file("json-findings.md", reply);
+    let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let codes: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "undeclared_reference",
+            "invalid_prop",
+            "unmatched_tag",
+            "invalid_parent"
+        ]
+    );
+    assert_eq!(findings[0]["severity"], "warning");
+    assert!(findings[0].get("fix").is_none(), "no name close enough");
+    assert_eq!(findings[1]["severity"], "error");
+    assert!(findings[1].get("cause").is_none());
+    assert_eq!(findings[2]["cause"], 1);
+    assert_eq!(findings[3]["cause"], 1);
+}
+
+#[test]
+fn check_shows_follow_on_errors_as_notes_and_points_at_the_stop_token() {
+    let reply =
+        "```ui\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n<Tag>{$a + * 2}</Tag>\n```\n";
+    let path = temp_file("notes.md", reply);
+    let out = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert_eq!(text.matches("error[").count(), 2, "{text}");
+    assert!(text.contains("note: [unmatched_tag]"), "{text}");
+    assert!(text.contains("note: [invalid_parent]"), "{text}");
+    // The expression error points at `*` (line 4, column 12), not at the braces.
+    assert!(text.contains("notes.md:4:12"), "{text}");
+    assert!(stderr(&out).starts_with("failed: 1 file, 1 block, 4 errors, 0 warnings"));
 }
 
 #[test]
@@ -74,13 +159,13 @@ fn check_json_has_lines_and_columns() {
     assert_eq!(lines.len(), 2);
     let block = &lines[0]["blocks"][0];
     assert!(block["id"].as_str().unwrap().contains(":ui:"));
-    let d = &block["diagnostics"][0];
+    let d = &block["findings"][0];
     assert_eq!(d["code"], "unknown_component");
     assert_eq!(d["line"], 5);
     assert_eq!(d["column"], 1);
     assert!(d["start"].is_u64() && d["end"].is_u64());
     assert!(d["nodeId"].is_string());
-    assert_eq!(lines[1]["blocks"][0]["diagnostics"], Json::Array(vec![]));
+    assert_eq!(lines[1]["blocks"][0]["findings"], Json::Array(vec![]));
 }
 
 #[test]
@@ -95,7 +180,7 @@ fn check_block_mode_and_non_ascii_columns() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let d = &v["blocks"][0]["diagnostics"][0];
+    let d = &v["blocks"][0]["findings"][0];
     assert_eq!(d["line"], 2);
     assert_eq!(d["column"], 3);
 }
@@ -236,7 +321,7 @@ fn check_many_files_as_json_without_a_terminal_prints_clean_lines_and_no_progres
         assert_eq!(line["file"], file.to_str().unwrap());
     }
     assert_eq!(
-        lines[7]["blocks"][0]["diagnostics"][0]["code"],
+        lines[7]["blocks"][0]["findings"][0]["code"],
         "unknown_component"
     );
 }

@@ -7,6 +7,7 @@
 //! - [`scan_fences`] finds the UI fences of a Markdown reply.
 //! - [`UiCompiler`] compiles every fence of a reply, keeps unchanged fences between
 //!   streaming previews and enforces the reply limits; [`compile_block`] compiles one body.
+//! - [`lint_block`] finds mistakes the language lets through (warnings, never diagnostics).
 //! - [`UiStream`] throttles previews while a reply streams (250 ms, injected clock).
 //! - [`expr`] is the expression language: parse and evaluate under a work [`Budget`].
 //! - [`UiState`] holds a block's variables and query readings; [`evaluate_block`] turns a
@@ -57,6 +58,7 @@ pub mod expr;
 mod fallback;
 mod fence;
 mod inputs;
+pub mod lint;
 mod state;
 mod stream;
 mod syntax;
@@ -69,6 +71,7 @@ pub use eval::{Applied, evaluate_block};
 pub use fallback::node_fallback;
 pub use fence::{Fence, has_fence, may_reference_host, scan_fences, scan_fences_with};
 pub use inputs::{input_names, input_values};
+pub use lint::{Lint, LintCode, LintFix, LintOptions, QueryFields, lint_block};
 pub use state::{Listener, Subscription, UiState};
 pub use stream::{Preview, UiStream};
 pub use ui_core::{View, ViewAction, ViewBinding, ViewNode};

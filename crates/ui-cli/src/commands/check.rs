@@ -1,6 +1,8 @@
-//! `uiblocks check`: compile files as final replies and report every diagnostic, like
-//! rustc (with source snippets) or as JSON lines, with a progress bar on standard error
-//! when a terminal watches many files go by.
+//! `uiblocks check`: compile files as final replies and report every diagnostic (error)
+//! and lint (warning, `ui_compiler::lint`) in source order, like rustc (with source
+//! snippets, fixes as `help:`, follow-on diagnostics of a failed tag as notes under it) or
+//! as JSON lines, with a progress bar on standard error when a terminal watches many files
+//! go by.
 //!
 //! Offsets: a node's or diagnostic's range is relative to its block source, which starts
 //! at the fence's code start (just after the opening fence line). [`locate`] maps a
@@ -12,12 +14,15 @@ use std::io::{IsTerminal as _, Write as _};
 use std::ops::Range;
 use std::path::Path;
 
-use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
+use annotate_snippets::{AnnotationKind, Level, Patch, Renderer, Snippet};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value as Json, json};
-use ui_compiler::{Block, Fence, scan_fences};
-use ui_core::Diagnostic;
+use ui_compiler::expr::parse_stop;
+use ui_compiler::{
+    Block, CompileOptions, Fence, Lint, LintFix, LintOptions, lint_block, scan_fences,
+};
 use ui_core::text::Utf16Map;
+use ui_core::{Code, Diagnostic, TextRange};
 
 use super::{EXIT_USAGE, compile_text, read_source};
 use crate::cli::{CheckArgs, CheckFormat, SourceArgs};
@@ -51,7 +56,12 @@ pub struct FileReport {
 impl FileReport {
     /// Compiles `text` as a final reply (or one block body).
     pub fn new(text: String, source: &SourceArgs) -> Self {
-        let blocks = compile_text(&text, source, true);
+        Self::compile(text, source, true)
+    }
+
+    /// Compiles `text` as a reply (or one block body), final or as a streaming preview.
+    pub fn compile(text: String, source: &SourceArgs, is_final: bool) -> Self {
+        let blocks = compile_text(&text, source, is_final);
         let fences = if source.block {
             Vec::new()
         } else {
@@ -92,11 +102,6 @@ impl FileReport {
                 }
             })
             .collect()
-    }
-
-    /// The number of diagnostics in all blocks.
-    pub fn diagnostic_count(&self) -> usize {
-        self.blocks.iter().map(|b| b.diagnostics.len()).sum()
     }
 }
 
@@ -141,52 +146,359 @@ pub fn line_column(text: &str, at: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-/// Renders the diagnostics of `report` like rustc, for the file shown as `path`.
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// A diagnostic of the compiler (the reference's; the block is wrong).
+    Error,
+    /// A lint: the block compiles, but probably not as meant.
+    Warning,
+}
+
+impl Severity {
+    /// `error` or `warning`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// A suggested replacement placed in the file.
+#[derive(Debug, Clone)]
+pub struct PlacedFix {
+    /// The fix as the lint reported it (offsets in the block source).
+    pub fix: LintFix,
+    /// The replaced bytes of the file.
+    pub bytes: Range<usize>,
+}
+
+/// One finding (a diagnostic or a lint) of a block, placed in its file.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// The stable code (`unknown_component`, `undeclared_reference`, …).
+    pub code: &'static str,
+    /// Text for people.
+    pub message: String,
+    /// The wire range (UTF-16 units of the block source, or of the reply for reply-level
+    /// diagnostics).
+    pub range: TextRange,
+    /// The node, if any.
+    pub node_id: Option<String>,
+    /// The bytes of the file shown (for an expression error, the token where parsing
+    /// stopped).
+    pub bytes: Range<usize>,
+    /// 1-based line of the start of `bytes`.
+    pub line: usize,
+    /// 1-based column (characters) of the start of `bytes`.
+    pub column: usize,
+    /// The suggested replacement, if any.
+    pub fix: Option<PlacedFix>,
+    /// The index (in the same block's findings) of the failure this one follows from.
+    pub cause: Option<usize>,
+}
+
+impl FileReport {
+    /// The block source of block `index` and where it starts in the file.
+    fn block_source(&self, index: usize) -> Option<(usize, &str)> {
+        if self.block_mode {
+            return Some((0, self.text.as_str()));
+        }
+        let fence = self.fences.get(index)?;
+        Some((
+            fence.code_start,
+            self.text.get(fence.code_start..fence.code_end)?,
+        ))
+    }
+
+    /// The lints of block `index`.
+    pub fn lints(&self, index: usize) -> Vec<Lint> {
+        match self.block_source(index) {
+            Some((_, source)) => lint_block(&self.blocks[index], source, &LintOptions::default()),
+            None => Vec::new(),
+        }
+    }
+
+    /// Every finding of block `index`: its diagnostics and lints in source order (errors
+    /// first at the same offset), each follow-on diagnostic of a failed tag pointing at
+    /// its cause.
+    pub fn findings(&self, index: usize) -> Vec<Finding> {
+        let offset = self.block_source(index).map(|(start, _)| start);
+        let mut findings: Vec<Finding> = self
+            .located(index)
+            .into_iter()
+            .map(|l| {
+                let d = l.diagnostic;
+                let bytes = self.stop_token(d.code, l.bytes.clone()).unwrap_or(l.bytes);
+                let (line, column) = line_column(&self.text, bytes.start);
+                Finding {
+                    severity: Severity::Error,
+                    code: d.code.as_str(),
+                    message: d.message.clone(),
+                    range: d.range,
+                    node_id: d.node_id.clone(),
+                    bytes,
+                    line,
+                    column,
+                    fix: None,
+                    cause: None,
+                }
+            })
+            .collect();
+        if let Some(offset) = offset {
+            for lint in self.lints(index) {
+                let bytes = offset + lint.bytes.start as usize..offset + lint.bytes.end as usize;
+                let (line, column) = line_column(&self.text, bytes.start);
+                let fix = lint.fix.map(|fix| PlacedFix {
+                    bytes: offset + fix.bytes.start as usize..offset + fix.bytes.end as usize,
+                    fix,
+                });
+                findings.push(Finding {
+                    severity: Severity::Warning,
+                    code: lint.code.as_str(),
+                    message: lint.message,
+                    range: lint.range,
+                    node_id: lint.node_id,
+                    bytes,
+                    line,
+                    column,
+                    fix,
+                    cause: None,
+                });
+            }
+        }
+        findings.sort_by_key(|f| (f.bytes.start, f.severity == Severity::Warning));
+        for i in 0..findings.len() {
+            findings[i].cause = self.cause(&findings, i);
+        }
+        findings
+    }
+
+    /// The tag a follow-on diagnostic points back to: the closing tag's name for
+    /// `unmatched_tag`, the required parent for `invalid_parent`.
+    fn follow_on_tag(&self, finding: &Finding) -> Option<&str> {
+        let at = self.text.get(finding.bytes.start..)?;
+        match finding.code {
+            "unmatched_tag" => Some(tag_name(at.strip_prefix("</")?)),
+            "invalid_parent" => ui_core::catalog::lookup(tag_name(at.strip_prefix('<')?))?.parent(),
+            _ => None,
+        }
+    }
+
+    /// The earlier failure `findings[i]` follows from: the nearest earlier tag that failed
+    /// while it was read (a parser diagnostic without a node, so the tag was never opened)
+    /// with the name the follow-on refers to.
+    fn cause(&self, findings: &[Finding], i: usize) -> Option<usize> {
+        let name = self.follow_on_tag(&findings[i])?;
+        (0..i).rev().find(|&j| {
+            let f = &findings[j];
+            f.severity == Severity::Error
+                && f.node_id.is_none()
+                && f.cause.is_none()
+                && self
+                    .text
+                    .get(f.bytes.start..)
+                    .and_then(|t| t.strip_prefix('<'))
+                    .is_some_and(|t| tag_name(t) == name)
+        })
+    }
+
+    /// For an expression error, the bytes of the token where parsing stopped.
+    fn stop_token(&self, code: Code, bytes: Range<usize>) -> Option<Range<usize>> {
+        if !matches!(
+            code,
+            Code::InvalidExpression | Code::IncompleteExpression | Code::RefusedCall
+        ) {
+            return None;
+        }
+        let (start, expr) = expression_text(self.text.get(bytes.clone())?)?;
+        let clock = ui_core::SystemClock::new();
+        let mut budget = ui_core::Budget::new(CompileOptions::default().limits, &clock);
+        let stop = parse_stop(expr, &mut budget)?;
+        let at = bytes.start + start;
+        Some(at + stop.start..at + stop.end)
+    }
+}
+
+/// The name of the tag whose text (after `<` or `</`) starts `text`.
+fn tag_name(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The expression inside the text a failed construct covers, and its offset: a text
+/// expression's braces, the last prop value of a tag (`{…}` or quoted), or a
+/// declaration's value.
+fn expression_text(text: &str) -> Option<(usize, &str)> {
+    let trimmed = text.trim_end();
+    if text.starts_with('$') {
+        let eq = text.find('=')? + 1;
+        let value = &text[eq..];
+        let lead = value.len() - value.trim_start().len();
+        return Some((eq + lead, value.trim()));
+    }
+    if trimmed.ends_with('}') {
+        // The `{` that opens the last balanced body.
+        let bytes = trimmed.as_bytes();
+        let mut depth = 0usize;
+        for i in (0..bytes.len()).rev() {
+            match bytes[i] {
+                b'}' => depth += 1,
+                b'{' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some((i + 1, &trimmed[i + 1..trimmed.len() - 1]));
+                    }
+                }
+                _ => {}
+            }
+        }
+        return None;
+    }
+    if let Some(rest) = text.strip_prefix('{') {
+        // An unclosed text expression: everything after the brace.
+        return Some((1, rest));
+    }
+    // A quoted prop value: from the last `="` or `='`.
+    let quote = trimmed
+        .rfind("=\"")
+        .into_iter()
+        .chain(trimmed.rfind("='"))
+        .max()?;
+    Some((quote + 1, &text[quote + 1..]))
+}
+
+/// Renders the findings of `report` like rustc, for the file shown as `path`: errors and
+/// warnings in source order, a fix as a `help:` with the patched source, a follow-on
+/// diagnostic as a note under its cause.
 pub fn render_human(report: &FileReport, path: &str, renderer: &Renderer) -> String {
     let mut out = String::new();
+    let text = report.text.as_str();
     for index in 0..report.blocks.len() {
-        for located in report.located(index) {
-            let d = located.diagnostic;
-            let group = Level::ERROR
-                .primary_title(d.message.as_str())
-                .id(d.code.as_str())
-                .element(
-                    Snippet::source(report.text.as_str())
+        let findings = report.findings(index);
+        for (i, f) in findings.iter().enumerate() {
+            if f.cause.is_some() {
+                continue;
+            }
+            let level = match f.severity {
+                Severity::Error => Level::ERROR,
+                Severity::Warning => Level::WARNING,
+            };
+            let mut groups = vec![
+                level.primary_title(f.message.as_str()).id(f.code).element(
+                    Snippet::source(text)
                         .path(path)
-                        .annotation(AnnotationKind::Primary.span(located.bytes.clone())),
+                        .annotation(AnnotationKind::Primary.span(f.bytes.clone())),
+                ),
+            ];
+            for note in findings.iter().filter(|n| n.cause == Some(i)) {
+                groups.push(
+                    Level::NOTE
+                        .secondary_title(format!(
+                            "[{}] {} (follows from the failure above)",
+                            note.code, note.message
+                        ))
+                        .element(
+                            Snippet::source(text)
+                                .path(path)
+                                .annotation(AnnotationKind::Context.span(note.bytes.clone())),
+                        ),
                 );
-            out.push_str(&renderer.render(&[group]));
+            }
+            if let Some(fix) = &f.fix {
+                let title = if fix.fix.text.is_empty() {
+                    "remove it".to_owned()
+                } else {
+                    format!("replace with `{}`", fix.fix.text)
+                };
+                groups.push(
+                    Level::HELP.secondary_title(title).element(
+                        Snippet::source(text)
+                            .path(path)
+                            .patch(Patch::new(fix.bytes.clone(), fix.fix.text.as_str())),
+                    ),
+                );
+            }
+            out.push_str(&renderer.render(&groups));
             out.push_str("\n\n");
         }
     }
     out
 }
 
-/// The JSON report of one file: `{file, blocks:[{id, diagnostics:[{code, message, start,
-/// end, line, column, nodeId}]}]}`.
+/// One finding as JSON: `{severity, code, message, start, end, line, column, nodeId?,
+/// fix?: {start, end, text}, cause?}`.
+pub fn finding_json(f: &Finding) -> Json {
+    let mut v = json!({
+        "severity": f.severity.as_str(),
+        "code": f.code,
+        "message": f.message,
+        "start": f.range.start,
+        "end": f.range.end,
+        "line": f.line,
+        "column": f.column,
+    });
+    if let Some(node) = &f.node_id {
+        v["nodeId"] = json!(node);
+    }
+    if let Some(fix) = &f.fix {
+        v["fix"] = json!({"start": fix.fix.start, "end": fix.fix.end, "text": fix.fix.text});
+    }
+    if let Some(cause) = f.cause {
+        v["cause"] = json!(cause);
+    }
+    v
+}
+
+/// The JSON report of one file: `{file, blocks:[{id, findings:[…]}]}` with the findings
+/// of [`finding_json`] in source order (`cause` is an index into the same list).
 pub fn render_json(report: &FileReport, path: &str) -> Json {
     let blocks: Vec<Json> = (0..report.blocks.len())
         .map(|index| {
-            let diagnostics: Vec<Json> = report
-                .located(index)
-                .into_iter()
-                .map(|l| {
-                    let d = l.diagnostic;
-                    json!({
-                        "code": d.code.as_str(),
-                        "message": d.message,
-                        "start": d.range.start,
-                        "end": d.range.end,
-                        "line": l.line,
-                        "column": l.column,
-                        "nodeId": d.node_id,
-                    })
-                })
-                .collect();
-            json!({"id": report.blocks[index].id, "diagnostics": diagnostics})
+            let findings: Vec<Json> = report.findings(index).iter().map(finding_json).collect();
+            json!({"id": report.blocks[index].id, "findings": findings})
         })
         .collect();
     json!({"file": path, "blocks": blocks})
+}
+
+/// Errors and warnings counted over a report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Blocks checked.
+    pub blocks: usize,
+    /// Findings with severity error.
+    pub errors: usize,
+    /// Findings with severity warning.
+    pub warnings: usize,
+}
+
+impl Counts {
+    /// The counts of every block of `report`.
+    pub fn of(report: &FileReport) -> Counts {
+        let mut counts = Counts {
+            blocks: report.blocks.len(),
+            ..Counts::default()
+        };
+        for index in 0..report.blocks.len() {
+            for f in report.findings(index) {
+                match f.severity {
+                    Severity::Error => counts.errors += 1,
+                    Severity::Warning => counts.warnings += 1,
+                }
+            }
+        }
+        counts
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Files from which `check` shows a progress bar (when standard error is a terminal).
@@ -209,8 +521,10 @@ pub fn progress_bar(total: usize) -> ProgressBar {
     bar
 }
 
-/// Checks every file: exit status 1 when any diagnostic was found, 2 when a file could not
-/// be read, 0 otherwise. With many files and a terminal on standard error, a progress bar
+/// Checks every file: exit status 1 when any error was found (or any warning, with
+/// `--deny-warnings`), 2 when a file could not be read, 0 otherwise. On success one line
+/// `ok: N files, N blocks, N errors, N warnings` goes to standard error (not with
+/// `--quiet`). With many files and a terminal on standard error, a progress bar
 /// ([`progress_bar`]) is drawn there; it is cleared while anything else is printed.
 ///
 /// # Errors
@@ -225,7 +539,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     };
     let total = args.files.len();
     let bar = progress_bar(total);
-    let mut diagnostics = 0usize;
+    let mut counts = Counts::default();
     let mut failed_files = 0usize;
     let mut unreadable = 0usize;
     for path in &args.files {
@@ -235,9 +549,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
         let mut write = || -> std::io::Result<()> {
             let mut out = stdout.lock();
             match &output {
-                Ok((count, text)) => {
-                    diagnostics += count;
-                    failed_files += usize::from(*count > 0);
+                Ok((file, text)) => {
+                    counts.blocks += file.blocks;
+                    counts.errors += file.errors;
+                    counts.warnings += file.warnings;
+                    let failed = file.errors > 0 || (args.deny_warnings && file.warnings > 0);
+                    failed_files += usize::from(failed);
                     out.write_all(text.as_bytes())?;
                 }
                 Err(e) => {
@@ -260,32 +577,48 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if args.format == CheckFormat::Human && diagnostics > 0 {
+    let failed = counts.errors > 0 || (args.deny_warnings && counts.warnings > 0);
+    let summary = format!(
+        "{}, {}, {}, {}",
+        plural(total, "file"),
+        plural(counts.blocks, "block"),
+        plural(counts.errors, "error"),
+        plural(counts.warnings, "warning"),
+    );
+    if unreadable == 0 && !failed {
+        if !args.quiet {
+            eprintln!("ok: {summary}");
+        }
+    } else if args.format == CheckFormat::Human && failed {
+        let denied = if args.deny_warnings && counts.warnings > 0 {
+            " (warnings denied)"
+        } else {
+            ""
+        };
         eprintln!(
-            "uiblocks: {diagnostics} diagnostic{} in {failed_files} of {total} file{}",
-            if diagnostics == 1 { "" } else { "s" },
-            if total == 1 { "" } else { "s" },
+            "failed: {summary}; {} with findings{denied}",
+            plural(failed_files, "file")
         );
     }
     Ok(if unreadable > 0 {
         EXIT_USAGE
     } else {
-        u8::from(diagnostics > 0)
+        u8::from(failed)
     })
 }
 
-/// Checks one file: its diagnostic count and the text to print.
+/// Checks one file: its counts and the text to print.
 fn check_one(
     path: &Path,
     shown: &str,
     args: &CheckArgs,
     renderer: &Renderer,
-) -> anyhow::Result<(usize, String)> {
+) -> anyhow::Result<(Counts, String)> {
     let text = read_source(path)?;
     let report = FileReport::new(text, &args.source);
     let rendered = match args.format {
         CheckFormat::Human => render_human(&report, shown, renderer),
         CheckFormat::Json => format!("{}\n", render_json(&report, shown)),
     };
-    Ok((report.diagnostic_count(), rendered))
+    Ok((Counts::of(&report), rendered))
 }

@@ -29,6 +29,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Driver => run_driver(),
         Command::Serve(args) => serve::run(&args),
+        Command::Mcp => run_mcp(),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -37,6 +38,15 @@ pub fn run(command: Command) -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+fn run_mcp() -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(crate::mcp::serve_stdio())?;
+    Ok(0)
 }
 
 fn run_driver() -> anyhow::Result<u8> {

@@ -58,6 +58,11 @@ impl<'s> Lexer<'s> {
         Lexer { src, pos: 0 }
     }
 
+    /// The byte position of the next unread unit.
+    pub(super) fn pos(&self) -> usize {
+        self.pos
+    }
+
     /// Reads the next token: 1 step, plus 1 step per skipped whitespace unit, plus the
     /// string charges of a string token.
     pub(super) fn read(&mut self, budget: &mut Budget<'_>) -> Result<Token<'s>, Failure> {

@@ -40,7 +40,7 @@ pub use eval::{evaluate, evaluate_in_scope};
 #[cfg(test)]
 pub(crate) use literal::tests as literal_tests;
 pub(crate) use literal::{Literal, parse_literal};
-pub use parse::parse_expression;
+pub use parse::{parse_expression, parse_stop};
 pub(crate) use parse::{parse_plain_literal, plain_integer, plain_string};
 
 /// Hard cap on parser and evaluator recursion, whatever the `depth` limit says, so that an

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use ui_core::text::utf16_len;
+use ui_core::text::{is_js_whitespace, utf16_len};
 use ui_core::{Budget, Code, Failure, RecordHasher, Value};
 
 use super::ast::{BinaryOp, Expr, UnaryOp};
@@ -59,6 +59,108 @@ pub fn parse_expression(source: &str, budget: &mut Budget<'_>) -> Result<Expr, F
         return Err(unexpected(&parser.token));
     }
     Ok(expr)
+}
+
+/// Where [`parse_expression`] of `source` stops when it fails: the byte range of the token
+/// it could not accept (the unexpected token, the character the lexer refused, an unclosed
+/// string to the end, or an empty range at the end when the input ran out). `None` when
+/// the source parses or the budget runs out before the stop is found. Tools use it to
+/// point at the exact token; the compile's diagnostics keep their own ranges.
+///
+/// ```
+/// use ui_compiler::expr::parse_stop;
+/// use ui_core::{Budget, FrozenClock, UiLimits};
+///
+/// let clock = FrozenClock(0.0);
+/// let mut budget = Budget::new(UiLimits::DEFAULT, &clock);
+/// assert_eq!(parse_stop("$a + * 2", &mut budget), Some(5..6));
+/// assert_eq!(parse_stop("$a # 2", &mut budget), Some(3..4));
+/// assert_eq!(parse_stop("$a +", &mut budget), Some(4..4));
+/// assert_eq!(parse_stop("$a + 2", &mut budget), None);
+/// assert_eq!(parse_stop("($a ] 2", &mut budget), Some(4..5));
+/// assert_eq!(parse_stop("$a 2", &mut budget), Some(3..4));
+/// assert_eq!(parse_stop("@Nope(1)", &mut budget), Some(0..5));
+/// assert_eq!(parse_stop("'abc", &mut budget), Some(0..4));
+/// ```
+pub fn parse_stop(source: &str, budget: &mut Budget<'_>) -> Option<std::ops::Range<usize>> {
+    // Every token's span, and the first character the lexer refuses.
+    let mut spans = Vec::new();
+    let mut refused = None;
+    let mut lexer = Lexer::new(source);
+    loop {
+        let before = lexer.pos();
+        let rest = &source[before..];
+        let start = before + (rest.len() - rest.trim_start_matches(is_js_whitespace).len());
+        match lexer.read(budget) {
+            Ok(Token::End) => break,
+            Ok(_) => spans.push(start..lexer.pos()),
+            Err(failure) if failure.code == Code::BudgetExceeded => return None,
+            Err(failure) => {
+                let end = if failure.code == Code::IncompleteExpression {
+                    source.len()
+                } else {
+                    start + source[start..].chars().next().map_or(0, char::len_utf8)
+                };
+                refused = Some(start..end.max(lexer.pos()).min(source.len()));
+                break;
+            }
+        }
+    }
+    let end = source.len()..source.len();
+    // Parse, keeping where the parser was when it failed.
+    let mut lexer = Lexer::new(source);
+    let (failure, pos, at_end) = match lexer.read(budget) {
+        Err(failure) => (failure, lexer.pos(), false),
+        Ok(token) => {
+            let mut parser = Parser {
+                lexer,
+                token,
+                budget: &mut *budget,
+            };
+            match parser.expression(0, 0) {
+                Ok(_) if parser.token == Token::End => return None,
+                // A trailing token: the lookahead.
+                Ok(_) => return spans.into_iter().find(|s| s.end == parser.lexer.pos()),
+                Err(failure) => {
+                    let at_end = parser.token == Token::End;
+                    (failure, parser.lexer.pos(), at_end)
+                }
+            }
+        }
+    };
+    if failure.code == Code::BudgetExceeded {
+        return None;
+    }
+    let grammar =
+        failure.message.starts_with("Expected ") || failure.message.starts_with("Unexpected token");
+    if let Some(refused) = refused
+        && refused.start <= pos
+        && (refused.start < pos || !grammar)
+    {
+        return Some(refused);
+    }
+    // The lookahead token (the end of input when the parser was looking at it).
+    let lookahead = if at_end {
+        spans.len()
+    } else {
+        spans.iter().position(|s| s.end == pos)?
+    };
+    // `expect` fails on the lookahead; the other grammar errors on the token just taken.
+    let on_lookahead = failure.message.starts_with("Expected ")
+        && !failure.message.starts_with("Expected an object key")
+        && !failure.message.starts_with("Expected a field name");
+    // At the end of input the token taken may itself have been the end: the parser read
+    // past the last token looking for an operand, a field name or a record key.
+    let last = spans.last().map(|s| &source[s.clone()]);
+    let took_end = at_end
+        && (failure.message.as_ref() == "Unexpected token ."
+            || (!on_lookahead && matches!(last, Some("." | "{" | ","))));
+    let index = if on_lookahead || took_end {
+        lookahead
+    } else {
+        lookahead.checked_sub(1)?
+    };
+    Some(spans.get(index).cloned().unwrap_or(end))
 }
 
 /// [`parse_expression`] of the two commonest prop values, without lexer or parser: a quoted

@@ -1,0 +1,151 @@
+//! `uiblocks mcp` driven by a real MCP client: rmcp's client over the binary's standard
+//! input and output (the Inspector CLI does the same in `cargo xtask ci`).
+
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value as Json, json};
+
+/// Every exchange of a test is bounded in time.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn args(value: Json) -> rmcp::model::JsonObject {
+    match value {
+        Json::Object(map) => map,
+        _ => unreachable!("arguments are objects"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_client_lists_and_calls_the_tools() {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_uiblocks"));
+    command.arg("mcp");
+    let transport = TokioChildProcess::new(command).unwrap();
+    let client = tokio::time::timeout(LIMIT, ().serve(transport))
+        .await
+        .expect("initialised in time")
+        .unwrap();
+
+    let tools = tokio::time::timeout(LIMIT, client.list_all_tools())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["check_reply", "describe_component", "preview_reply"]
+    );
+
+    // check_reply: a lint with a fix and an error, in structured content.
+    let reply =
+        "Done.\n```ui\n$rows = [1]\n<Summary>{@Count($rowz)}</Summary>\n<Frobnicate/>\n```\n";
+    let result = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(
+            CallToolRequestParams::new("check_reply").with_arguments(args(json!({"text": reply}))),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let structured = result.structured_content.clone().unwrap();
+    assert_eq!(structured["blocks"], 1);
+    assert_eq!(structured["errors"], 1);
+    let findings = structured["findings"].as_array().unwrap();
+    let codes: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "unused_declaration",
+            "undeclared_reference",
+            "unknown_component"
+        ]
+    );
+    assert_eq!(findings[1]["severity"], "warning");
+    assert_eq!(findings[1]["fix"]["text"], "$rows");
+    assert_eq!(findings[2]["severity"], "error");
+    let text = serde_json::to_value(&result.content).unwrap().to_string();
+    assert!(text.contains("warning[undeclared_reference]"), "{text}");
+    assert!(text.contains("error[unknown_component]"), "{text}");
+
+    // preview_reply with a sample reading of a query.
+    let reply =
+        "```ui\n$runs = @Query(\"runs\", {})\n<Summary>{@Count($runs)} runs</Summary>\n```\n";
+    let result = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(
+            CallToolRequestParams::new("preview_reply").with_arguments(args(
+                json!({"text": reply, "readings": {"$runs": [{"name": "a"}, {"name": "b"}]}}),
+            )),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let structured = result.structured_content.unwrap();
+    assert_eq!(structured["fallbackText"], "2 runs\n");
+    assert!(
+        structured["blocks"][0]["outline"]
+            .as_str()
+            .unwrap()
+            .starts_with("Summary\n  \"2\"\n"),
+        "{structured}"
+    );
+
+    // describe_component, and an unknown one as a tool error.
+    let result = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(
+            CallToolRequestParams::new("describe_component")
+                .with_arguments(args(json!({"name": "Slider"}))),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let structured = result.structured_content.unwrap();
+    assert_eq!(structured["props"][0]["name"], "value");
+    assert!(structured["example"].as_str().unwrap().contains("<Slider"));
+    let result = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(
+            CallToolRequestParams::new("describe_component")
+                .with_arguments(args(json!({"name": "slider"}))),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(result.is_error, Some(true));
+
+    // The catalog resource and the prompt.
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources[0].uri, "uiblocks://catalog");
+    let catalog = client
+        .read_resource(ReadResourceRequestParams::new("uiblocks://catalog"))
+        .await
+        .unwrap();
+    let catalog = serde_json::to_value(&catalog.contents).unwrap().to_string();
+    assert!(catalog.contains("Slider"), "{catalog}");
+    let prompt = client
+        .get_prompt(
+            GetPromptRequestParams::new("write_ui_block")
+                .with_arguments(args(json!({"task": "the nightly build"}))),
+        )
+        .await
+        .unwrap();
+    let prompt = serde_json::to_value(&prompt.messages).unwrap().to_string();
+    assert!(prompt.contains("check_reply"), "{prompt}");
+    assert!(prompt.contains("the nightly build"), "{prompt}");
+
+    tokio::time::timeout(LIMIT, client.cancel())
+        .await
+        .unwrap()
+        .unwrap();
+}

@@ -1,0 +1,630 @@
+//! Lints: warnings about mistakes the language lets through (`$nope` renders as nothing, a
+//! switch nobody can name, an image without a description, …), computed from a compiled
+//! [`Block`] and its source.
+//!
+//! The pass is pure and separate from the compile: it never changes a block's diagnostics,
+//! which stay exactly the reference's. Every finding is a [`Lint`] with a stable
+//! [`LintCode`], a range in UTF-16 units and in bytes of the block source (like a
+//! [`Diagnostic`](ui_core::Diagnostic)), a message for people and, where the correction is
+//! mechanical, a [`LintFix`].
+//!
+//! ```
+//! use ui_compiler::{CompileOptions, LintCode, LintOptions, compile_block, lint_block};
+//!
+//! let source = "$rows = [{name: \"a\"}]\n<Summary>{$rowz}</Summary>\n";
+//! let options = CompileOptions { is_final: true, ..CompileOptions::default() };
+//! let block = compile_block(source, "b", &options);
+//! assert!(block.diagnostics.is_empty());
+//! let lints = lint_block(&block, source, &LintOptions::default());
+//! // In source order: `$rows` is never read, and `$rowz` is a typo for it.
+//! assert_eq!(lints[0].code, LintCode::UnusedDeclaration);
+//! assert_eq!(lints[1].code, LintCode::UndeclaredReference);
+//! assert_eq!(lints[1].fix.as_ref().unwrap().text, "$rows");
+//! ```
+
+mod scan;
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use serde::Serialize;
+use ui_core::text::{Utf16Map, is_blank};
+use ui_core::{TextRange, Value};
+
+use crate::block::{Block, Node};
+use crate::expr::Expr;
+use scan::{Declaration, closest, declarations, name_tokens, tag_props};
+
+/// The stable code of a lint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LintCode {
+    /// An expression reads a name that is not declared, not a query and not a local in scope.
+    UndeclaredReference,
+    /// A declared state variable or query that nothing reads or binds.
+    UnusedDeclaration,
+    /// A control with no visible text label.
+    UnlabelledControl,
+    /// An `Image` with neither `alt` nor a caption.
+    MissingAlt,
+    /// A `Show` whose `when` is a literal.
+    ConstantCondition,
+    /// A `Column` whose `key` is in none of the known rows.
+    UnknownColumn,
+}
+
+impl LintCode {
+    /// Every code, in the order of the documentation.
+    pub const ALL: [LintCode; 6] = [
+        LintCode::UndeclaredReference,
+        LintCode::UnusedDeclaration,
+        LintCode::UnlabelledControl,
+        LintCode::MissingAlt,
+        LintCode::ConstantCondition,
+        LintCode::UnknownColumn,
+    ];
+
+    /// The code as written in output (`undeclared_reference`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LintCode::UndeclaredReference => "undeclared_reference",
+            LintCode::UnusedDeclaration => "unused_declaration",
+            LintCode::UnlabelledControl => "unlabelled_control",
+            LintCode::MissingAlt => "missing_alt",
+            LintCode::ConstantCondition => "constant_condition",
+            LintCode::UnknownColumn => "unknown_column",
+        }
+    }
+}
+
+impl std::fmt::Display for LintCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A mechanical correction: replace `[start, end)` of the block source by `text`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LintFix {
+    /// First UTF-16 offset replaced.
+    pub start: u32,
+    /// UTF-16 offset just past the replaced text.
+    pub end: u32,
+    /// The same range in bytes of the block source (never serialised).
+    #[serde(skip)]
+    pub bytes: TextRange,
+    /// The replacement.
+    pub text: String,
+}
+
+/// One warning about a block.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lint {
+    /// The stable code.
+    pub code: LintCode,
+    /// Text for people.
+    pub message: String,
+    /// The range in UTF-16 units of the block source.
+    #[serde(flatten)]
+    pub range: TextRange,
+    /// The same range in bytes of the block source (never serialised).
+    #[serde(skip)]
+    pub bytes: TextRange,
+    /// The node the finding is about, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// The suggested replacement, when mechanical.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<LintFix>,
+}
+
+/// The result fields a query source is known to return, for `unknown_column`.
+pub trait QueryFields {
+    /// The field names of `source`'s rows, or `None` when unknown.
+    fn fields(&self, source: &str) -> Option<Vec<String>>;
+}
+
+/// Options of [`lint_block`].
+#[derive(Clone, Copy, Default)]
+pub struct LintOptions<'a> {
+    /// The result fields of the host's query sources, when known.
+    pub query_fields: Option<&'a dyn QueryFields>,
+}
+
+impl std::fmt::Debug for LintOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LintOptions")
+            .field("query_fields", &self.query_fields.is_some())
+            .finish()
+    }
+}
+
+/// The controls that need a visible text label.
+const LABELLED_CONTROLS: [&str; 5] = ["Switch", "Slider", "Checklist", "Segmented", "Button"];
+
+/// The largest edit distance at which a name is suggested.
+const SUGGEST_DISTANCE: usize = 2;
+
+/// Lints `block`, compiled from `source` (the block source its byte ranges refer to), and
+/// returns the findings in source order. A block that failed as a whole has none.
+pub fn lint_block(block: &Block, source: &str, options: &LintOptions<'_>) -> Vec<Lint> {
+    if block.nodes.is_empty() && !block.diagnostics.is_empty() {
+        return Vec::new();
+    }
+    let decls = declarations(source);
+    let mut seen = HashSet::new();
+    let decls: Vec<Declaration<'_>> = decls.into_iter().filter(|d| seen.insert(d.name)).collect();
+    let mut linter = Linter {
+        block,
+        source,
+        map: Utf16Map::new(source),
+        decls,
+        used: HashSet::new(),
+        out: Vec::new(),
+        options,
+    };
+    let mut locals = Vec::new();
+    for node in &block.nodes {
+        linter.visit(node, &mut locals);
+    }
+    linter.declaration_reads();
+    if block.complete {
+        linter.unused();
+    }
+    let mut out = linter.out;
+    out.sort_by_key(|l| (l.bytes.start, l.bytes.end));
+    out
+}
+
+struct Linter<'a> {
+    block: &'a Block,
+    source: &'a str,
+    map: Utf16Map,
+    decls: Vec<Declaration<'a>>,
+    used: HashSet<String>,
+    out: Vec<Lint>,
+    options: &'a LintOptions<'a>,
+}
+
+/// One reference met while walking an expression: its name and whether it resolves.
+struct Met<'e> {
+    name: &'e str,
+    resolved: bool,
+    /// The locals in scope where an unresolved reference was met (for suggestions).
+    scope: Vec<&'e str>,
+}
+
+impl<'a> Linter<'a> {
+    fn is_declared(&self, name: &str) -> bool {
+        self.decls.iter().any(|d| d.name == name)
+    }
+
+    fn range(&self, bytes: &Range<usize>) -> (TextRange, TextRange) {
+        let b = TextRange::new(bytes.start as u32, bytes.end as u32);
+        let u = TextRange::new(
+            self.map.utf16(bytes.start) as u32,
+            self.map.utf16(bytes.end) as u32,
+        );
+        (u, b)
+    }
+
+    fn push(
+        &mut self,
+        code: LintCode,
+        message: String,
+        bytes: Range<usize>,
+        node: Option<&Node>,
+        fix: Option<(Range<usize>, String)>,
+    ) {
+        let (range, byte_range) = self.range(&bytes);
+        let fix = fix.map(|(at, text)| {
+            let (r, b) = self.range(&at);
+            LintFix {
+                start: r.start,
+                end: r.end,
+                bytes: b,
+                text,
+            }
+        });
+        self.out.push(Lint {
+            code,
+            message,
+            range,
+            bytes: byte_range,
+            node_id: node.map(|n| n.id.clone()),
+            fix,
+        });
+    }
+
+    /// The bytes of a node's opening tag name (`<Switch`).
+    fn tag_span(node: &Node) -> Range<usize> {
+        let start = node.bytes.start as usize;
+        start..(start + 1 + node.kind.len()).min(node.bytes.end as usize)
+    }
+
+    /// Where a node's opening tag can end: its first child's start, or its own end.
+    fn tag_limit(node: &Node) -> usize {
+        node.children
+            .first()
+            .map_or(node.bytes.end, |c| c.bytes.start) as usize
+    }
+
+    fn visit(&mut self, node: &'a Node, locals: &mut Vec<&'a str>) {
+        if node.is_text() {
+            if let Some(expr) = node.expressions.get("text") {
+                let region = node.bytes.start as usize..node.bytes.end as usize;
+                self.expression(expr, locals, region, node);
+            }
+            return;
+        }
+        let props = tag_props(
+            self.source,
+            node.bytes.start as usize,
+            Self::tag_limit(node),
+        );
+        let action = ui_core::catalog::lookup(&node.kind).and_then(|c| c.action());
+        for (prop, expr) in node.expressions.iter() {
+            if Some(prop) == action {
+                // An action's target is checked by the compile (`refused_binding`).
+                expr.visit_references(&mut |name| {
+                    self.used.insert(name.to_owned());
+                });
+                continue;
+            }
+            let region = props
+                .iter()
+                .find(|p| p.name == prop)
+                .map_or(node.bytes.start as usize..Self::tag_limit(node), |p| {
+                    p.value_bytes.clone()
+                });
+            self.expression(expr, locals, region, node);
+        }
+        for name in node.bindings.values() {
+            self.used.insert(name.clone());
+        }
+        // A failed node is the compile's; one still being written may get its label yet.
+        if node.error.is_none() && node.complete {
+            self.component(node, &props);
+        }
+        let local = (node.kind == "Each")
+            .then(|| node.props.get("as").and_then(Value::as_str))
+            .flatten();
+        if let Some(local) = local {
+            locals.push(local);
+        }
+        for child in &node.children {
+            self.visit(child, locals);
+        }
+        if local.is_some() {
+            locals.pop();
+        }
+    }
+
+    /// Lints the references of `expr`, written in `region` of the source.
+    fn expression(
+        &mut self,
+        expr: &'a Expr,
+        locals: &mut Vec<&'a str>,
+        region: Range<usize>,
+        node: &Node,
+    ) {
+        let mut met = Vec::new();
+        walk(expr, locals, &mut met, &|name| self.is_declared(name));
+        let mut names: Vec<&str> = met.iter().filter(|m| !m.resolved).map(|m| m.name).collect();
+        names.dedup();
+        let mut done = HashSet::new();
+        for m in &met {
+            if m.resolved {
+                self.used.insert(m.name.to_owned());
+            }
+        }
+        for name in names {
+            if !done.insert(name) {
+                continue;
+            }
+            let tokens = name_tokens(self.source, region.clone(), name);
+            for (index, m) in met.iter().filter(|m| m.name == name).enumerate() {
+                if m.resolved {
+                    continue;
+                }
+                let candidates = self
+                    .decls
+                    .iter()
+                    .map(|d| d.name)
+                    .chain(m.scope.iter().copied());
+                let suggestion = closest(name, candidates, SUGGEST_DISTANCE).map(str::to_owned);
+                let at = tokens.get(index).cloned().unwrap_or_else(|| region.clone());
+                let what = if name.starts_with('$') {
+                    "declared in this block"
+                } else {
+                    "a local in scope here"
+                };
+                let mut message = format!("`{name}` is not {what}, so it reads nothing");
+                if let Some(s) = &suggestion {
+                    message.push_str(&format!("; did you mean `{s}`?"));
+                }
+                let fix = suggestion.map(|s| (at.clone(), s));
+                self.push(LintCode::UndeclaredReference, message, at, Some(node), fix);
+            }
+        }
+    }
+
+    fn component(&mut self, node: &'a Node, props: &[scan::PropText<'_>]) {
+        let kind: &str = &node.kind;
+        if LABELLED_CONTROLS.contains(&kind) && !has_text(node) {
+            self.push(
+                LintCode::UnlabelledControl,
+                format!("This {kind} has no text label, so a screen reader has nothing to announce; put its label between the tags"),
+                Self::tag_span(node),
+                Some(node),
+                None,
+            );
+        }
+        if kind == "Image"
+            && !node.props.contains_key("alt")
+            && !node.expressions.contains_key("alt")
+            && !has_text(node)
+        {
+            self.push(
+                LintCode::MissingAlt,
+                "This Image has neither `alt` nor a caption, so people who cannot see it get no description".to_owned(),
+                Self::tag_span(node),
+                Some(node),
+                None,
+            );
+        }
+        if kind == "Show"
+            && let Some(when) = node.props.get("when").and_then(Value::as_bool)
+        {
+            let at = props
+                .iter()
+                .find(|p| p.name == "when")
+                .map_or_else(|| Self::tag_span(node), |p| p.value_bytes.clone());
+            let message = if when {
+                "This Show's condition is the literal `true`: its children are always shown"
+            } else {
+                "This Show's condition is the literal `false`: its children are never shown"
+            };
+            self.push(
+                LintCode::ConstantCondition,
+                message.to_owned(),
+                at,
+                Some(node),
+                None,
+            );
+        }
+        if kind == "Table"
+            && let Some(fields) = self.row_fields(node)
+        {
+            let mut columns = Vec::new();
+            collect_columns(&node.children, &mut columns);
+            for column in columns {
+                self.column(column, &fields);
+            }
+        }
+    }
+
+    fn column(&mut self, column: &Node, fields: &[String]) {
+        let Some(key) = column.props.get("key").and_then(Value::as_str) else {
+            return;
+        };
+        if fields.iter().any(|f| f == key) {
+            return;
+        }
+        let props = tag_props(
+            self.source,
+            column.bytes.start as usize,
+            Self::tag_limit(column),
+        );
+        let value = props
+            .iter()
+            .find(|p| p.name == "key")
+            .map(|p| p.value_bytes.clone());
+        let at = value.clone().unwrap_or_else(|| Self::tag_span(column));
+        let suggestion = closest(key, fields.iter().map(String::as_str), SUGGEST_DISTANCE);
+        let mut message = format!(
+            "No row has a field `{key}`, so this column stays empty (fields: {})",
+            fields.join(", ")
+        );
+        if let Some(s) = suggestion {
+            message.push_str(&format!("; did you mean `{s}`?"));
+        }
+        // The fix replaces the text inside the quotes (a quoted key is a plain name).
+        let fix = match (suggestion, value) {
+            (Some(s), Some(v))
+                if v.len() >= 2 && matches!(self.source.as_bytes()[v.start], b'"' | b'\'') =>
+            {
+                Some((v.start + 1..v.end - 1, s.to_owned()))
+            }
+            _ => None,
+        };
+        self.push(LintCode::UnknownColumn, message, at, Some(column), fix);
+    }
+
+    /// The field names of a Table's rows, when the rows are literal records, a declared
+    /// default of records, a query whose source's fields are known, or `@Filter` of those.
+    fn row_fields(&self, table: &Node) -> Option<Vec<String>> {
+        if let Some(rows) = table.props.get("rows") {
+            return fields_of(rows);
+        }
+        let mut expr = table.expressions.get("rows")?;
+        loop {
+            match expr {
+                Expr::Call { name, args } if name == "Filter" && !args.is_empty() => {
+                    expr = &args[0];
+                }
+                Expr::Reference(name) => {
+                    if let Some(value) = self.block.defaults.get(name) {
+                        return fields_of(value);
+                    }
+                    let source = self.query_source(name)?;
+                    return self.options.query_fields?.fields(&source);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The source name of the query declared as `name`.
+    fn query_source(&self, name: &str) -> Option<String> {
+        if let Some(query) = self.block.queries.get(name) {
+            return Some(query.source.clone());
+        }
+        // Queries the compile refused (`unknown_query` without host schemas) are read from
+        // their text: `@Query("source", …)`.
+        let decl = self.decls.iter().find(|d| d.name == name)?;
+        let value = self.source[decl.value_bytes.clone()].trim();
+        let rest = value
+            .strip_prefix("@Query")?
+            .trim_start()
+            .strip_prefix('(')?;
+        let rest = rest.trim_start();
+        let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+        let body = &rest[1..];
+        body.find(quote).map(|end| body[..end].to_owned())
+    }
+
+    /// Marks the names read by declaration values (query arguments) as used.
+    fn declaration_reads(&mut self) {
+        let names: Vec<&str> = self.decls.iter().map(|d| d.name).collect();
+        for decl in &self.decls {
+            for name in &names {
+                if !name_tokens(self.source, decl.value_bytes.clone(), name).is_empty() {
+                    self.used.insert((*name).to_owned());
+                }
+            }
+        }
+    }
+
+    fn unused(&mut self) {
+        let unused: Vec<(String, Range<usize>, Range<usize>, bool)> = self
+            .decls
+            .iter()
+            .filter(|d| !self.used.contains(d.name))
+            .map(|d| {
+                let query = self.source[d.value_bytes.clone()]
+                    .trim()
+                    .starts_with("@Query");
+                (
+                    d.name.to_owned(),
+                    d.name_bytes.clone(),
+                    d.line_bytes.clone(),
+                    query,
+                )
+            })
+            .collect();
+        for (name, at, line, query) in unused {
+            let what = if query { "query" } else { "state variable" };
+            self.push(
+                LintCode::UnusedDeclaration,
+                format!("The {what} `{name}` is declared but nothing reads or binds it"),
+                at,
+                None,
+                Some((line, String::new())),
+            );
+        }
+    }
+}
+
+/// Walks `expr` in source order, recording each reference and whether it resolves to a
+/// local in scope or a declared name. `@Filter`'s local is in scope in its predicate.
+fn walk<'e>(
+    expr: &'e Expr,
+    locals: &mut Vec<&'e str>,
+    met: &mut Vec<Met<'e>>,
+    declared: &dyn Fn(&str) -> bool,
+) {
+    match expr {
+        Expr::Literal(_) | Expr::Unknown(_) => {}
+        Expr::Reference(name) => {
+            let resolved = locals.contains(&name.as_str()) || declared(name);
+            let scope = if resolved { Vec::new() } else { locals.clone() };
+            met.push(Met {
+                name,
+                resolved,
+                scope,
+            });
+        }
+        Expr::Call { name, args } if name == "Filter" && args.len() == 3 => {
+            walk(&args[0], locals, met, declared);
+            if let Expr::Reference(local) = &args[1] {
+                met.push(Met {
+                    name: local,
+                    resolved: true,
+                    scope: Vec::new(),
+                });
+                locals.push(local);
+                walk(&args[2], locals, met, declared);
+                locals.pop();
+            } else {
+                walk(&args[1], locals, met, declared);
+                walk(&args[2], locals, met, declared);
+            }
+        }
+        Expr::Array(items) | Expr::Call { args: items, .. } => {
+            for item in items {
+                walk(item, locals, met, declared);
+            }
+        }
+        Expr::Object(entries) => {
+            for (_, value) in entries {
+                walk(value, locals, met, declared);
+            }
+        }
+        Expr::Member { object, key } => {
+            walk(object, locals, met, declared);
+            walk(key, locals, met, declared);
+        }
+        Expr::Unary { value, .. } => walk(value, locals, met, declared),
+        Expr::Binary { left, right, .. } => {
+            walk(left, locals, met, declared);
+            walk(right, locals, met, declared);
+        }
+    }
+}
+
+/// Whether any text descendant of `node` shows something: non-blank text or an expression.
+fn has_text(node: &Node) -> bool {
+    node.children.iter().any(|child| {
+        if child.is_text() {
+            child.expressions.contains_key("text")
+                || child
+                    .props
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| !is_blank(t))
+        } else {
+            has_text(child)
+        }
+    })
+}
+
+/// The Columns among `children`, looking through `Show` and `Each`.
+fn collect_columns<'n>(children: &'n [Node], out: &mut Vec<&'n Node>) {
+    for child in children {
+        match &*child.kind {
+            "Column" => out.push(child),
+            "Show" | "Each" => collect_columns(&child.children, out),
+            _ => {}
+        }
+    }
+}
+
+/// The union of the field names of `rows` when it is a non-empty array of records.
+fn fields_of(rows: &Value) -> Option<Vec<String>> {
+    let items = rows.as_array()?;
+    if items.is_empty() {
+        return None;
+    }
+    let mut fields: Vec<String> = Vec::new();
+    for item in items {
+        for key in item.as_record()?.keys() {
+            if !fields.contains(key) {
+                fields.push(key.clone());
+            }
+        }
+    }
+    Some(fields)
+}

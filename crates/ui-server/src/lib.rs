@@ -119,7 +119,7 @@ pub use routes::{
     CatalogAnswer, ChatList, DeltaBody, FinishBody, LoginBody, MessageBody, NewChatBody,
     NewReplyBody, RowsBody, RowsWritten, router,
 };
-pub use server::{serve, serve_on};
+pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState};
 pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};

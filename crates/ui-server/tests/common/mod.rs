@@ -271,8 +271,15 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose demo configuration `change` adjusts first.
+    pub async fn start_with(change: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = TempDir::new("loop");
-        let state = AppState::open(config(&dir)).await.unwrap();
+        let mut config = config(&dir);
+        change(&mut config);
+        let state = AppState::open(config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -680,3 +680,53 @@ impl AsyncWrite for GuardedIo {
         self.guard(cx, polled)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ConnLimits {
+        ConnLimits {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+            max_connections: 1,
+            shutdown_spread: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(15),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watchdog_times_idle_connections_and_heads_never_a_request_in_flight() {
+        let limits = limits();
+        // Nothing sent: idle.
+        let idle = Arc::new(Activity::new());
+        let opened = Instant::now();
+        assert_eq!(idle.expired(&limits).await, "idle");
+        assert_eq!(opened.elapsed(), Duration::from_secs(60));
+
+        // A first byte after 5 s: the head has 10 s from it, sooner than the idle timeout.
+        let heading = Arc::new(Activity::new());
+        let watch = tokio::spawn({
+            let heading = heading.clone();
+            async move { heading.expired(&limits).await }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        heading.on_read();
+        let first = Instant::now();
+        assert_eq!(watch.await.unwrap(), "header-read");
+        assert_eq!(first.elapsed(), Duration::from_secs(10));
+
+        // A request in flight (an event stream) is never timed here, however long; its end
+        // starts the idle timeout.
+        let busy = Arc::new(Activity::new());
+        let request = busy.enter();
+        let hour = Duration::from_secs(3_600);
+        assert!(tokio::time::timeout(hour, busy.expired(&limits)).await.is_err());
+        let ended = Instant::now();
+        drop(request);
+        assert_eq!(busy.expired(&limits).await, "idle");
+        assert_eq!(ended.elapsed(), Duration::from_secs(60));
+    }
+}

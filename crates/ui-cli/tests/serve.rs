@@ -82,14 +82,19 @@ fn serve_tells_its_port_logs_requests_and_drains_on_sigterm_leaving_no_wal() {
         BufReader::new(stderr).read_to_string(&mut text).ok();
         text
     });
-    let line = rx.recv_timeout(Duration::from_secs(60)).expect("a start-up line");
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a start-up line");
     let port: u16 = line
         .split("http://127.0.0.1:")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {line:?}"));
-    assert!(port != 0 && line.starts_with("uiblocks: serving the demo"), "{line}");
+    assert!(
+        port != 0 && line.starts_with("uiblocks: serving the demo"),
+        "{line}"
+    );
 
     // Sign in, then open two event streams.
     let mut login = connect(port);
@@ -201,8 +206,20 @@ fn serve_fails_cleanly_when_the_port_is_taken() {
     };
     let mut out = String::new();
     let mut err = String::new();
-    server.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    server.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    server
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    server
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(!status.success());
     assert!(!out.contains("serving"), "{out}");
     assert!(

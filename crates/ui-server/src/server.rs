@@ -607,7 +607,11 @@ impl GuardedIo {
 
     /// Passes a write's outcome on; a `Pending` starts (or keeps) the stall timer, and
     /// fails the write once it ran out.
-    fn guard<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn guard<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
         if polled.is_ready() {
             self.stalled = false;
             return polled;
@@ -723,7 +727,11 @@ mod tests {
         let busy = Arc::new(Activity::new());
         let request = busy.enter();
         let hour = Duration::from_secs(3_600);
-        assert!(tokio::time::timeout(hour, busy.expired(&limits)).await.is_err());
+        assert!(
+            tokio::time::timeout(hour, busy.expired(&limits))
+                .await
+                .is_err()
+        );
         let ended = Instant::now();
         drop(request);
         assert_eq!(busy.expired(&limits).await, "idle");

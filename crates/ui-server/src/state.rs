@@ -311,9 +311,17 @@ impl AppState {
         turn: f64,
     ) {
         // `self` holds the sender, so the channel stays open.
-        let began = shutdown.wait_for(Option::is_some).await.ok().and_then(|b| *b);
+        let began = shutdown
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|b| *b);
         if let Some(began) = began {
-            let spread = self.inner.conn_limits.shutdown_spread.mul_f64(turn.clamp(0.0, 1.0));
+            let spread = self
+                .inner
+                .conn_limits
+                .shutdown_spread
+                .mul_f64(turn.clamp(0.0, 1.0));
             tokio::time::sleep_until(began + spread).await;
         }
     }

@@ -42,7 +42,11 @@ async fn read_answer(tcp: &mut TcpStream) -> String {
             .await
             .expect("an answer in time")
             .unwrap();
-        assert!(n > 0, "closed before the answer: {:?}", String::from_utf8_lossy(&all));
+        assert!(
+            n > 0,
+            "closed before the answer: {:?}",
+            String::from_utf8_lossy(&all)
+        );
         all.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&all).into_owned();
         if let Some(end) = text.find("\r\n\r\n") {
@@ -131,7 +135,10 @@ async fn idle_and_half_sent_connections_are_closed_after_their_timeouts() {
     assert!(closed - sent >= 250 * MS, "{:?}", closed - sent);
 
     // The server still answers.
-    assert_eq!(server.get("/api/session", &alice).await.body["user"]["userId"], "alice");
+    assert_eq!(
+        server.get("/api/session", &alice).await.body["user"]["userId"],
+        "alice"
+    );
     server.stop().await;
 }
 
@@ -163,7 +170,11 @@ async fn connections_over_the_cap_are_answered_at_once_and_the_server_keeps_answ
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         assert!(answer.contains("retry-after: 1"), "{answer}");
         assert!(answer.contains("\"code\":\"unavailable\""), "{answer}");
-        assert!(closed - asked < Duration::from_millis(500), "{:?}", closed - asked);
+        assert!(
+            closed - asked < Duration::from_millis(500),
+            "{:?}",
+            closed - asked
+        );
     }
 
     // The connections inside the cap are served as before …
@@ -213,7 +224,9 @@ async fn a_stream_whose_client_stops_reading_is_closed_and_frees_its_slot() {
         .unwrap();
     tokio::time::sleep(200 * MS).await;
     // Its one slot is taken.
-    let (status, _, _) = server.open("GET", "/ui/events", Some(&alice), None, &[]).await;
+    let (status, _, _) = server
+        .open("GET", "/ui/events", Some(&alice), None, &[])
+        .await;
     assert_eq!(status, axum::http::StatusCode::TOO_MANY_REQUESTS);
 
     // Changes pour in until the stream's writes stall; then the write timeout closes it
@@ -235,7 +248,9 @@ async fn a_stream_whose_client_stops_reading_is_closed_and_frees_its_slot() {
         }
         round += 1;
         tokio::time::sleep(20 * MS).await;
-        let (status, _, _) = server.open("GET", "/ui/events", Some(&alice), None, &[]).await;
+        let (status, _, _) = server
+            .open("GET", "/ui/events", Some(&alice), None, &[])
+            .await;
         if status == axum::http::StatusCode::OK {
             break;
         }
@@ -261,7 +276,10 @@ async fn shutdown_spreads_the_streams_bye_and_ends_within_its_bound() {
         let cookie = server.login(user).await;
         for _ in 0..6 {
             let mut stream = server.events(&cookie, "").await;
-            assert_eq!(stream.next(Duration::from_secs(5)).await.unwrap().event, "hello");
+            assert_eq!(
+                stream.next(Duration::from_secs(5)).await.unwrap().event,
+                "hello"
+            );
             streams.push(stream);
         }
     }

@@ -23,21 +23,28 @@ async fn every_answer_carries_nosniff_and_the_page_a_strict_policy() {
     ] {
         assert!(csp.contains(part), "{csp}");
     }
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
     // The page itself needs nothing the policy refuses: no inline script or style.
     let html = match &page.body {
         serde_json::Value::String(html) => html.clone(),
         other => panic!("{other}"),
     };
-    assert!(!html.contains("<script>") && !html.contains("style="), "{html}");
+    assert!(
+        !html.contains("<script>") && !html.contains("style="),
+        "{html}"
+    );
     assert!(html.contains("<script src=\"/app.js\"></script>"));
 
     let alice = app.login("alice").await;
     for answer in [
         app.get("/api/chats", &alice).await,
         app.get("/api/nowhere", &alice).await,
-        app.call(axum::http::Method::GET, "/app.js", None, None).await,
+        app.call(axum::http::Method::GET, "/app.js", None, None)
+            .await,
     ] {
         assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
         assert!(answer.header("content-security-policy").is_some());
@@ -48,7 +55,12 @@ async fn every_answer_carries_nosniff_and_the_page_a_strict_policy() {
 async fn cookies_are_secure_when_the_server_is_behind_https() {
     let app = App::new().await;
     let plain = app
-        .call(axum::http::Method::POST, "/api/login", None, Some(json!({"user": "alice"})))
+        .call(
+            axum::http::Method::POST,
+            "/api/login",
+            None,
+            Some(json!({"user": "alice"})),
+        )
         .await;
     assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
 
@@ -57,10 +69,18 @@ async fn cookies_are_secure_when_the_server_is_behind_https() {
     config.secure_cookies = true;
     let app = App::with_config(config, dir).await;
     let login = app
-        .call(axum::http::Method::POST, "/api/login", None, Some(json!({"user": "alice"})))
+        .call(
+            axum::http::Method::POST,
+            "/api/login",
+            None,
+            Some(json!({"user": "alice"})),
+        )
         .await;
     let cookie = login.header("set-cookie").unwrap();
-    assert!(cookie.contains("; Secure") && cookie.contains("HttpOnly"), "{cookie}");
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
     let out = app
         .call(
             axum::http::Method::POST,

@@ -72,7 +72,11 @@ async fn the_request_log_has_one_line_per_request_and_never_a_session() {
         assert!(read_line.contains(field), "{field} in {read_line}");
     }
     assert!(lines[0].contains("route=/api/login") && lines[0].contains("user=-"));
-    assert!(lines[7].contains("status=401") && lines[7].contains("user=-"), "{}", lines[7]);
+    assert!(
+        lines[7].contains("status=401") && lines[7].contains("user=-"),
+        "{}",
+        lines[7]
+    );
     // Routes are patterns: no ids, query strings, tokens or cookies.
     assert!(!text.contains(&session), "{text}");
     assert!(!text.contains(&chat), "{text}");

@@ -75,7 +75,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<u8> {
     let database = config.database.clone();
     runtime.block_on(async move {
         let bound = ui_server::bind(config).await.context("cannot start")?;
-        let addr = bound.local_addr().context("cannot read the bound address")?;
+        let addr = bound
+            .local_addr()
+            .context("cannot read the bound address")?;
         println!(
             "uiblocks: serving{} on http://{addr}/ (database {}; Ctrl-C stops)",
             if demo { " the demo" } else { "" },

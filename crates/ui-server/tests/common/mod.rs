@@ -61,7 +61,7 @@ fn uuid_like() -> String {
     format!("{t:x}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A demo configuration in `dir` with short stream ticks.
+/// A demo configuration in `dir` with short stream ticks and a short shutdown spread.
 pub fn config(dir: &TempDir) -> ServerConfig {
     let mut config = ServerConfig::new(dir.0.join("app.db"));
     config.demo = true;
@@ -73,6 +73,8 @@ pub fn config(dir: &TempDir) -> ServerConfig {
         .unwrap()
         .with("appenderWindow", 10)
         .unwrap();
+    // Shutdowns spread their streams' `bye` over half a second, not ten.
+    config.shutdown_spread = Duration::from_millis(500);
     config
 }
 

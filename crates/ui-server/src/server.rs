@@ -61,6 +61,16 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Files the process keeps open besides its connections (database, log, listener, …).
+const FILES_BESIDE_CONNECTIONS: u64 = 64;
+
+/// The soft limit on open files (Linux: `/proc/self/limits`), when known.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Shortest gap between two warnings that the connection cap was hit.
 const CAP_WARNING_GAP: Duration = Duration::from_secs(10);
 
@@ -188,6 +198,16 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let limits = *state.conn_limits();
+    if let Some(files) = open_files_limit()
+        && files < limits.max_connections as u64 + FILES_BESIDE_CONNECTIONS
+    {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files = files,
+            "the process may open fewer files than the connection cap needs: lower \
+             max_connections or raise `ulimit -n`"
+        );
+    }
     let app = router(state.clone());
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
@@ -698,6 +718,13 @@ mod tests {
             max_connections: 1,
             shutdown_spread: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(15),
+        }
+    }
+
+    #[test]
+    fn the_open_files_limit_is_read_where_the_system_tells_it() {
+        if std::path::Path::new("/proc/self/limits").exists() {
+            assert!(open_files_limit().is_some_and(|n| n > 0));
         }
     }
 

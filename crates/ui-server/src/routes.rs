@@ -1,6 +1,7 @@
 //! The router and its handlers. Handlers stay thin: extract, check the caller, call the
 //! store, the replies or the host service, answer JSON.
 
+use std::convert::Infallible;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
@@ -81,7 +82,7 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("The server failed while answering.").into_response()
         }))
-        .layer(middleware::from_fn(log_request))
+        .layer(RequestLogLayer)
         .with_state(state)
 }
 
@@ -102,27 +103,66 @@ pub(crate) struct LoggedUser(pub(crate) Arc<OnceLock<String>>);
 
 /// The request log: one line per request with its method, route (the pattern, never the
 /// query string), status, latency in ms and principal id (`-` when none); `error` level for
-/// a 5xx answer, `info` otherwise.
-async fn log_request(mut req: Request, next: Next) -> Response {
-    if !tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR) {
-        return next.run(req).await;
+/// a 5xx answer, `info` otherwise. A hand-written layer rather than `from_fn`, so that with
+/// the log off a request costs one check and no allocation.
+#[derive(Debug, Clone, Copy)]
+struct RequestLogLayer;
+
+impl<S> tower::Layer<S> for RequestLogLayer {
+    type Service = RequestLog<S>;
+
+    fn layer(&self, inner: S) -> RequestLog<S> {
+        RequestLog(inner)
     }
-    let started = std::time::Instant::now();
-    let method = req.method().clone();
-    let route = req.extensions().get::<MatchedPath>().cloned();
-    let user = LoggedUser::default();
-    req.extensions_mut().insert(user.clone());
-    let response = next.run(req).await;
-    let status = response.status().as_u16();
-    let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
-    let route = route.as_ref().map_or("-", MatchedPath::as_str);
-    let user = user.0.get().map_or("-", String::as_str);
-    if status >= 500 {
-        tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
-    } else {
-        tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+}
+
+/// The service of [`RequestLogLayer`].
+#[derive(Debug, Clone)]
+struct RequestLog<S>(S);
+
+type Logged = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+impl<S> tower::Service<Request> for RequestLog<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = futures_util::future::Either<S::Future, Logged>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
     }
-    response
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        use futures_util::future::Either;
+        if !tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR) {
+            return Either::Left(self.0.call(req));
+        }
+        let started = std::time::Instant::now();
+        let method = req.method().clone();
+        let route = req.extensions().get::<MatchedPath>().cloned();
+        let user = LoggedUser::default();
+        req.extensions_mut().insert(user.clone());
+        let answer = self.0.call(req);
+        Either::Right(Box::pin(async move {
+            let response = answer.await?;
+            let status = response.status().as_u16();
+            let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+            let route = route.as_ref().map_or("-", MatchedPath::as_str);
+            let user = user.0.get().map_or("-", String::as_str);
+            if status >= 500 {
+                tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            } else {
+                tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            }
+            Ok(response)
+        }))
+    }
 }
 
 async fn not_found() -> ApiError {

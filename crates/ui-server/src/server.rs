@@ -41,7 +41,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tower::Service as _;
@@ -396,11 +396,12 @@ struct Phase {
     first_byte: Option<Instant>,
 }
 
-/// A connection's activity, shared by its socket, its service and its watchdog.
+/// A connection's activity, shared by its socket, its service and its watchdog. Nothing
+/// wakes the watchdog: it looks again at least every `min(header-read, idle)` timeout, and
+/// no deadline can fall before that (a deadline starts with an event after the look, and
+/// lasts a timeout), so none is missed and a request costs no wake-up.
 struct Activity {
     phase: Mutex<Phase>,
-    /// Wakes the watchdog when its deadline may have moved earlier.
-    changed: Notify,
 }
 
 impl Activity {
@@ -411,7 +412,6 @@ impl Activity {
                 quiet_since: Instant::now(),
                 first_byte: None,
             }),
-            changed: Notify::new(),
         }
     }
 
@@ -420,13 +420,11 @@ impl Activity {
         let mut phase = lock(&self.phase);
         if phase.in_flight == 0 && phase.first_byte.is_none() {
             phase.first_byte = Some(Instant::now());
-            drop(phase);
-            self.changed.notify_one();
         }
     }
 
     /// A request was dispatched; it is in flight until the guard drops (with its answer's
-    /// body). Its deadline only moves later, so the watchdog is not woken.
+    /// body).
     fn enter(self: &Arc<Self>) -> InFlight {
         let mut phase = lock(&self.phase);
         phase.in_flight += 1;
@@ -434,7 +432,7 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// The watchdog's deadline and what it times: none while a request is in flight.
+    /// The running deadline and what it times: none while a request is in flight.
     fn deadline(&self, limits: &ConnLimits) -> Option<(Instant, &'static str)> {
         let phase = lock(&self.phase);
         if phase.in_flight > 0 {
@@ -449,19 +447,18 @@ impl Activity {
     /// Completes when the connection was idle, or reading a request head, for too long:
     /// the name of the timeout.
     async fn expired(&self, limits: &ConnLimits) -> &'static str {
+        let step = limits.header_read_timeout.min(limits.idle_timeout);
+        let sleep = tokio::time::sleep(Duration::ZERO);
+        let mut sleep = std::pin::pin!(sleep);
         loop {
-            match self.deadline(limits) {
-                None => self.changed.notified().await,
-                Some((at, what)) => {
-                    if Instant::now() >= at {
-                        return what;
-                    }
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
-                        () = self.changed.notified() => {}
-                    }
-                }
-            }
+            let now = Instant::now();
+            let next = match self.deadline(limits) {
+                Some((at, what)) if at <= now => return what,
+                Some((at, _)) => at.min(now + step),
+                None => now + step,
+            };
+            sleep.as_mut().reset(next);
+            sleep.as_mut().await;
         }
     }
 }
@@ -476,8 +473,6 @@ impl Drop for InFlight {
         if phase.in_flight == 0 {
             phase.quiet_since = Instant::now();
             phase.first_byte = None;
-            drop(phase);
-            self.0.changed.notify_one();
         }
     }
 }

@@ -71,27 +71,12 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("The server failed while answering.").into_response()
         }))
         .layer(RequestLogLayer)
         .with_state(state)
 }
-
-/// The `Content-Security-Policy` of every answer: the page's own script, style and
-/// requests only (no inline script or style attribute), images also from `data:` (the
-/// icon), no plugins, and never inside a frame.
-pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
-form-action 'self'; frame-ancestors 'none'";
 
 /// The target of the request log's lines (`RUST_LOG=ui_server::request=info`).
 pub(crate) const REQUEST_LOG: &str = "ui_server::request";

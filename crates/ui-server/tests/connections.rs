@@ -100,8 +100,9 @@ async fn idle_and_half_sent_connections_are_closed_after_their_timeouts() {
     let (_, closed) = read_to_close(&mut kept, bound).await;
     assert!(closed - answered >= 350 * MS, "{:?}", closed - answered);
 
-    // A head that trickles in, a byte every 50 ms: the header-read timeout (from the first
-    // byte) closes it, well before the idle timeout would.
+    // A head that trickles in, a byte every 50 ms (4 s for all of it), never quiet long
+    // enough for an inactivity timer: the header-read timeout (from the first byte) cuts
+    // it off.
     let mut slow = connect(server.addr).await;
     let started = Instant::now();
     let head = get("/api/session", &alice);
@@ -115,7 +116,7 @@ async fn idle_and_half_sent_connections_are_closed_after_their_timeouts() {
         }
     }
     let (_, closed) = read_to_close(&mut slow, bound).await;
-    assert!(closed - started < 400 * MS, "{:?}", closed - started);
+    assert!(closed - started < 1_500 * MS, "{:?}", closed - started);
 
     // A body that stops halfway: `408 request-timeout`, then the connection closes.
     let mut half = connect(server.addr).await;
@@ -171,7 +172,7 @@ async fn connections_over_the_cap_are_answered_at_once_and_the_server_keeps_answ
         assert!(answer.contains("retry-after: 1"), "{answer}");
         assert!(answer.contains("\"code\":\"unavailable\""), "{answer}");
         assert!(
-            closed - asked < Duration::from_millis(500),
+            closed - asked < Duration::from_secs(1),
             "{:?}",
             closed - asked
         );
@@ -268,7 +269,7 @@ async fn a_stream_whose_client_stops_reading_is_closed_and_frees_its_slot() {
 async fn shutdown_spreads_the_streams_bye_and_ends_within_its_bound() {
     let server = Server::start_with(|c| {
         c.shutdown_spread = Duration::from_millis(1_000);
-        c.drain_timeout = Duration::from_secs(3);
+        c.drain_timeout = Duration::from_secs(5);
     })
     .await;
     let mut streams = Vec::new();
@@ -307,7 +308,7 @@ async fn shutdown_spreads_the_streams_bye_and_ends_within_its_bound() {
     let (first, last) = (at[0], at[at.len() - 1]);
     // Spread over the second (12 uniform turns all within 300 ms: p < 1e-4) …
     assert!(last - first >= 300 * MS, "{at:?}");
-    assert!(last <= Duration::from_millis(1_500), "{at:?}");
-    // … and the drain ended within its bound.
-    assert!(ended < Duration::from_secs(3), "{ended:?}");
+    assert!(last <= Duration::from_millis(2_500), "{at:?}");
+    // … and the drain ended on its own, before its bound.
+    assert!(ended < Duration::from_secs(4), "{ended:?}");
 }

@@ -1,6 +1,7 @@
 //! The command line of `uiblocks`, parsed with clap.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -164,4 +165,47 @@ pub struct ServeArgs {
     /// A `sources.toml` declaring the SQL sources (default with `--demo`: the demo's).
     #[arg(long, value_name = "FILE")]
     pub sources: Option<PathBuf>,
+    /// Open connections at most; more are answered 503 at once [default: 11000].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Longest wait for a request head after its first byte (`500ms`, `10s`, `1m`)
+    /// [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub header_timeout: Option<Duration>,
+    /// Longest wait for a request body after its head [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub body_timeout: Option<Duration>,
+    /// Longest wait of a kept-alive connection for its next request [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Longest socket write without progress before the connection closes (the change
+    /// feed's `writeTimeout`) [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub write_timeout: Option<Duration>,
+    /// Over how long a shutdown spreads the event streams' `bye` [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_spread: Option<Duration>,
+    /// Longest graceful shutdown before open connections are dropped [default: 15s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub drain_timeout: Option<Duration>,
+    /// The server is reached over HTTPS (behind a TLS proxy): session cookies are `Secure`.
+    #[arg(long)]
+    pub secure_cookies: bool,
+}
+
+/// A duration written as a whole number with a unit: `ms`, `s` or `m` (`250ms`, `10s`,
+/// `2m`).
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let wrong = || format!("`{text}` is not a duration such as `250ms`, `10s` or `2m`");
+    let digits = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(wrong)?;
+    let n: u64 = text[..digits].parse().map_err(|_| wrong())?;
+    match &text[digits..] {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => n.checked_mul(60).map(Duration::from_secs).ok_or_else(wrong),
+        _ => Err(wrong()),
+    }
 }

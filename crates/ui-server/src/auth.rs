@@ -15,6 +15,7 @@ use ui_sync::{Audience, AudienceSet};
 
 use crate::error::ApiError;
 use crate::limits::MAX_DEMO_SESSIONS;
+use crate::routes::LoggedUser;
 use crate::state::AppState;
 
 /// A signed-in person: their id, the projects they belong to (most recently used first),
@@ -78,11 +79,15 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        state
+        let principal = state
             .authenticator()
             .principal(parts)
             .await
-            .ok_or_else(ApiError::unauthenticated)
+            .ok_or_else(ApiError::unauthenticated)?;
+        if let Some(logged) = parts.extensions.get::<LoggedUser>() {
+            logged.0.get_or_init(|| principal.user_id.clone());
+        }
+        Ok(principal)
     }
 }
 
@@ -158,14 +163,17 @@ impl DemoAuth {
             .is_some()
     }
 
-    /// The `Set-Cookie` value that carries `session`.
-    pub fn cookie(session: &str) -> String {
-        format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict")
+    /// The `Set-Cookie` value that carries `session`; `Secure` when the server is reached
+    /// over HTTPS (`secure`).
+    pub fn cookie(session: &str, secure: bool) -> String {
+        let secure = if secure { "; Secure" } else { "" };
+        format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict{secure}")
     }
 
-    /// The `Set-Cookie` value that removes the session cookie.
-    pub fn expired_cookie() -> String {
-        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+    /// The `Set-Cookie` value that removes the session cookie (`Secure` as [`Self::cookie`]).
+    pub fn expired_cookie(secure: bool) -> String {
+        let secure = if secure { "; Secure" } else { "" };
+        format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}")
     }
 }
 
@@ -206,6 +214,13 @@ mod tests {
         let (parts, ()) = req.into_parts();
         assert_eq!(cookie_value(&parts, SESSION_COOKIE), Some("abc"));
         assert_eq!(cookie_value(&parts, "c"), None);
+    }
+
+    #[test]
+    fn cookies_are_secure_behind_https() {
+        assert!(!DemoAuth::cookie("s", false).contains("Secure"));
+        assert!(DemoAuth::cookie("s", true).ends_with("; Secure"));
+        assert!(DemoAuth::expired_cookie(true).ends_with("; Secure"));
     }
 
     #[test]

@@ -52,8 +52,11 @@ pub enum ErrorCode {
     RateLimited,
     /// The session holds too many event streams; poll instead.
     TooManyStreams,
-    /// The server cannot answer now (degraded feed, busy catch-up); retry later.
+    /// The server cannot answer now (degraded feed, busy catch-up, too many
+    /// connections); retry later.
     Unavailable,
+    /// The request's body did not arrive within the body-read timeout.
+    RequestTimeout,
     /// An uncoded failure escaped a handler.
     Internal,
 }
@@ -81,6 +84,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate-limited",
             ErrorCode::TooManyStreams => "too-many-streams",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::RequestTimeout => "request-timeout",
             ErrorCode::Internal => "internal",
         }
     }
@@ -103,6 +107,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RateLimited | ErrorCode::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -129,6 +134,7 @@ impl ErrorCode {
             ErrorCode::RateLimited,
             ErrorCode::TooManyStreams,
             ErrorCode::Unavailable,
+            ErrorCode::RequestTimeout,
             ErrorCode::Internal,
         ];
         NAMED
@@ -264,6 +270,9 @@ impl From<WireRefusal> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.code == ErrorCode::Internal {
+            tracing::error!(message = %self.message, "internal error");
+        }
         let mut response = (self.code.status(), self.body()).into_response();
         let headers = response.headers_mut();
         headers.insert(
@@ -291,7 +300,15 @@ pub enum ServerError {
     /// The change feed failed to start.
     #[error("change feed: {0}")]
     Sync(#[from] ui_sync::SyncError),
-    /// The socket could not be bound or served.
+    /// The port could not be bound (taken, or not allowed).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The socket could not be served.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -6,7 +6,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use ui_sync::RequestSource;
 
 use crate::error::{ApiError, ErrorCode};
@@ -50,6 +51,11 @@ where
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 too_large()
+            } else if crate::server::is_body_timeout(&rejection) {
+                ApiError::new(
+                    ErrorCode::RequestTimeout,
+                    "The body did not arrive in time.",
+                )
             } else {
                 ApiError::bad_request(format!("The body could not be read: {rejection}."))
             }
@@ -111,6 +117,45 @@ where
             .await
             .map(|q| QueryParams(q.0))
             .map_err(|e| ApiError::bad_request(format!("The query string is not valid: {e}.")))
+    }
+}
+
+/// `?cursor=` of `/ui/events` and `/ui/poll`. Other parameters are ignored. A `cursor`
+/// given more than once is not a `400`: it reads as a malformed cursor, which the feed
+/// answers with a reset (`sync.md` §4.3: a malformed cursor is a reset, so a client always
+/// recovers).
+#[derive(Debug, Default)]
+pub(crate) struct CursorParam {
+    pub(crate) cursor: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for CursorParam {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Params;
+        impl<'de> Visitor<'de> for Params {
+            type Value = CursorParam;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("query parameters")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CursorParam, A::Error> {
+                let mut cursor = None;
+                let mut repeated = false;
+                while let Some((key, value)) = map.next_entry::<String, String>()? {
+                    if key == "cursor" {
+                        repeated |= cursor.is_some();
+                        cursor = Some(value);
+                    }
+                }
+                if repeated {
+                    // Not a cursor of any log: `read_after` answers the reset `invalid`.
+                    cursor = Some(String::new());
+                }
+                Ok(CursorParam { cursor })
+            }
+        }
+        deserializer.deserialize_map(Params)
     }
 }
 

@@ -8,7 +8,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 use ui_sync::{
@@ -18,7 +17,7 @@ use ui_sync::{
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::QueryParams;
+use crate::extract::{CursorParam, QueryParams};
 use crate::limits::{
     CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS, STREAM_BUFFER_FRAMES,
 };
@@ -26,13 +25,6 @@ use crate::state::AppState;
 
 /// Delay before a failed lag catch-up is tried again, in ms.
 const CATCH_UP_RETRY_MS: u64 = 1_000;
-
-/// `?cursor=` of both endpoints.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct CursorParam {
-    #[serde(default)]
-    cursor: Option<String>,
-}
 
 /// A uniform number in `[0, 1)` from the OS's random source.
 fn random_unit() -> f64 {
@@ -133,6 +125,7 @@ pub(crate) async fn events(
         conn,
         audiences,
         session: principal.session,
+        shutdown_turn: random_unit(),
         _slot: slot,
     };
     tokio::spawn(task.drive(hub, first, tx));
@@ -166,6 +159,8 @@ struct Connection {
     conn: StreamConn,
     audiences: ui_sync::AudienceSet,
     session: String,
+    /// Where in the spread of a graceful shutdown this stream says `bye` (`[0, 1)`).
+    shutdown_turn: f64,
     _slot: StreamSlot,
 }
 
@@ -230,7 +225,7 @@ impl Connection {
                     Ok(s) if s == self.session => conn.sign_out(state.now_ms()),
                     _ => Vec::new(),
                 },
-                _ = shutdown.wait_for(|stop| *stop) => {
+                () = state.shutdown_turn(&mut shutdown, self.shutdown_turn) => {
                     let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
                     conn.shutdown(retry, state.now_ms())
                 }

@@ -7,7 +7,9 @@
 //!   compiled blocks, frozen readings, answers, the sources' tables and the change log;
 //!   sources declared in TOML as SQL ([`TomlSources`]); the demo's cookie sessions
 //!   ([`DemoAuth`]) or a host's own [`Authenticator`].
-//! - [`router`] serves the routes below; [`serve`] binds `127.0.0.1:<port>`.
+//! - [`router`] serves the routes below; [`serve`] binds `127.0.0.1:<port>` and serves
+//!   until SIGINT or SIGTERM ([`bind`] and [`Bound::run`] in two steps); [`serve_on`]
+//!   bounds connections and drains on shutdown (README, "Limits and timeouts").
 //! - Every error is an [`ApiError`]: a stable [`ErrorCode`], one HTTP status per code, and
 //!   the body `{"error":{"code","message","reason"?}}`.
 //! - One configuration reaches every check: the spec's limit groups and the
@@ -102,12 +104,15 @@
 //! # }
 //! ```
 //!
-//! Dependencies beyond the lower crates: axum (routing, extractors, serving), tower-http
-//! (panic catching and the `Cache-Control` header), schemars (wire schemas), toml (the
-//! sources file), futures-util (the event stream body), tokio-util (read cancellation),
-//! tracing (failed writes and database calls are logged; the subscriber is the
-//! application's), rusqlite's `hooks` feature (the progress handler that stops a
-//! cancelled source read).
+//! Dependencies beyond the lower crates: axum (routing, extractors), tower-http (panic
+//! catching and the fixed response headers), schemars (wire schemas), toml (the sources
+//! file), futures-util (the event stream body), tokio-util (read cancellation); hyper and
+//! hyper-util (one HTTP/1.1 connection at a time under [`serve_on`]'s own accept loop,
+//! because `axum::serve` has no connection cap and no header, body, idle or write
+//! timeouts), http-body and tower (the body and service traits that loop wraps), tracing
+//! (the request log, failed writes and database calls, warnings and errors; the binary
+//! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
+//! stops a cancelled source read).
 
 mod auth;
 mod cache;
@@ -142,7 +147,7 @@ pub use routes::{
     CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody,
     NewChatBody, NewReplyBody, RowsBody, RowsWritten, router,
 };
-pub use server::{serve, serve_on};
+pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState};
 pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};

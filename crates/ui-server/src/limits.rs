@@ -1,6 +1,8 @@
 //! The server's own limits. Each is enforced in one place and has a test that hits it.
 //! (The spec's limits — payload ids, reads, streams, polls — come from `ui-core`.)
 
+use std::time::Duration;
+
 /// Largest request body, in bytes; a larger one is refused with `payload-too-large`
 /// (413). 256 KiB holds a whole reply's UI source (262,144 UTF-16 units at most of
 /// UI source per reply, `host.md` §16) in the common case, and every payload of §2.1.
@@ -83,3 +85,27 @@ pub const DEGRADED_RETRY_AFTER_SECS: u64 = 10;
 
 /// `Retry-After` (seconds) when no catch-up slot freed in time (`sync.md` §4.1).
 pub const CATCH_UP_RETRY_AFTER_SECS: u64 = 5;
+
+/// Default [`crate::ServerConfig::header_read_timeout`]: a request head must arrive within
+/// 10 s of its first byte.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default [`crate::ServerConfig::body_read_timeout`]: a body must arrive within 30 s of
+/// its head (256 KiB at 70 kbit/s).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default [`crate::ServerConfig::idle_timeout`]: a kept-alive connection may wait 60 s
+/// for its next request.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default [`crate::ServerConfig::max_connections`]: `processStreams` (10,000 event
+/// streams, `sync.md` §9.1) and room for the requests beside them.
+pub const MAX_CONNECTIONS: usize = 11_000;
+
+/// Default [`crate::ServerConfig::shutdown_spread`]: `sync.md` §4.2's min(10 s, grace
+/// period).
+pub const SHUTDOWN_SPREAD: Duration = Duration::from_secs(10);
+
+/// Default [`crate::ServerConfig::drain_timeout`]: the spread and 5 s for what is in
+/// flight.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);

@@ -1,10 +1,11 @@
 //! The router and its handlers. Handlers stay thin: extract, check the caller, call the
 //! store, the replies or the host service, answer JSON.
 
-use std::sync::Arc;
+use std::convert::Infallible;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -66,10 +67,87 @@ pub fn router(state: AppState) -> Router {
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
         ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("The server failed while answering.").into_response()
         }))
+        .layer(RequestLogLayer)
         .with_state(state)
+}
+
+/// The target of the request log's lines (`RUST_LOG=ui_server::request=info`).
+pub(crate) const REQUEST_LOG: &str = "ui_server::request";
+
+/// The id of a request's principal, set by the [`Principal`] extractor for the request
+/// log (which never sees tokens or cookies).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LoggedUser(pub(crate) Arc<OnceLock<String>>);
+
+/// The request log: one line per request with its method, route (the pattern, never the
+/// query string), status, latency in ms and principal id (`-` when none); `error` level for
+/// a 5xx answer, `info` otherwise. A hand-written layer rather than `from_fn`, so that with
+/// the log off a request costs one check and no allocation.
+#[derive(Debug, Clone, Copy)]
+struct RequestLogLayer;
+
+impl<S> tower::Layer<S> for RequestLogLayer {
+    type Service = RequestLog<S>;
+
+    fn layer(&self, inner: S) -> RequestLog<S> {
+        RequestLog(inner)
+    }
+}
+
+/// The service of [`RequestLogLayer`].
+#[derive(Debug, Clone)]
+struct RequestLog<S>(S);
+
+type Logged = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+impl<S> tower::Service<Request> for RequestLog<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = futures_util::future::Either<S::Future, Logged>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        use futures_util::future::Either;
+        if !tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR) {
+            return Either::Left(self.0.call(req));
+        }
+        let started = std::time::Instant::now();
+        let method = req.method().clone();
+        let route = req.extensions().get::<MatchedPath>().cloned();
+        let user = LoggedUser::default();
+        req.extensions_mut().insert(user.clone());
+        let answer = self.0.call(req);
+        Either::Right(Box::pin(async move {
+            let response = answer.await?;
+            let status = response.status().as_u16();
+            let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+            let route = route.as_ref().map_or("-", MatchedPath::as_str);
+            let user = user.0.get().map_or("-", String::as_str);
+            if status >= 500 {
+                tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            } else {
+                tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            }
+            Ok(response)
+        }))
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -185,7 +263,10 @@ async fn login(
         state.end_session(&session);
     }
     let mut response = ok(&principal);
-    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::cookie(&principal.session)) {
+    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::cookie(
+        &principal.session,
+        state.secure_cookies(),
+    )) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     Ok(response)
@@ -197,7 +278,7 @@ async fn logout(State(state): State<AppState>, principal: Principal) -> Response
     }
     state.end_session(&principal.session);
     let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::expired_cookie()) {
+    if let Ok(cookie) = HeaderValue::from_str(&DemoAuth::expired_cookie(state.secure_cookies())) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response

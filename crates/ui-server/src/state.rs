@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use ui_core::SyncLimits;
@@ -20,7 +21,21 @@ use crate::store::{SCHEMA, SqliteUiStore};
 /// Stripes of the per-item lock that keeps a reply's deltas in order.
 const REPLY_STRIPES: usize = 64;
 
+/// The bounds of connections and of shutdown, from [`ServerConfig`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnLimits {
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) body_read_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    /// `writeTimeout` of the sync limits.
+    pub(crate) write_timeout: Duration,
+    pub(crate) max_connections: usize,
+    pub(crate) shutdown_spread: Duration,
+    pub(crate) drain_timeout: Duration,
+}
+
 struct Inner {
+    db: Db,
     store: SqliteUiStore,
     host: Arc<SqlHost>,
     sources: TomlSources,
@@ -33,7 +48,10 @@ struct Inner {
     streams: StreamSlots,
     polls: Mutex<HashMap<String, RateLimiter>>,
     signed_out: broadcast::Sender<String>,
-    shutdown: watch::Sender<bool>,
+    /// When the graceful shutdown began (`None` while serving).
+    shutdown: watch::Sender<Option<tokio::time::Instant>>,
+    conn_limits: ConnLimits,
+    secure_cookies: bool,
     replies: Vec<tokio::sync::Mutex<()>>,
     started: tokio::time::Instant,
     limits: ServiceLimits,
@@ -165,9 +183,19 @@ impl AppBuilder {
         // Readings of sources with a change feed follow the change log.
         queries.attach_changes(Arc::new(sync.clone()));
         let (signed_out, _) = broadcast::channel(64);
-        let (shutdown, _) = watch::channel(false);
+        let (shutdown, _) = watch::channel(None);
+        let conn_limits = ConnLimits {
+            header_read_timeout: config.header_read_timeout,
+            body_read_timeout: config.body_read_timeout,
+            idle_timeout: config.idle_timeout,
+            write_timeout: Duration::from_millis(config.sync_limits.write_timeout()),
+            max_connections: config.max_connections,
+            shutdown_spread: config.shutdown_spread,
+            drain_timeout: config.drain_timeout,
+        };
         Ok(AppState {
             inner: Arc::new(Inner {
+                db,
                 store,
                 host,
                 sources,
@@ -181,6 +209,8 @@ impl AppBuilder {
                 polls: Mutex::new(HashMap::new()),
                 signed_out,
                 shutdown,
+                conn_limits,
+                secure_cookies: config.secure_cookies,
                 replies: (0..REPLY_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
@@ -318,13 +348,79 @@ impl AppState {
         self.inner.signed_out.subscribe()
     }
 
-    /// Asks every open event stream to say `bye shutdown` and close (graceful shutdown).
+    /// Asks every open event stream to say `bye shutdown` and close (graceful shutdown),
+    /// each at its own moment spread uniformly over the configured `shutdown_spread`
+    /// (`sync.md` §4.2), so that their clients do not reconnect at once.
     pub fn shut_down_streams(&self) {
-        self.inner.shutdown.send_replace(true);
+        self.inner.shutdown.send_if_modified(|began| {
+            if began.is_some() {
+                return false;
+            }
+            *began = Some(tokio::time::Instant::now());
+            true
+        });
     }
 
-    pub(crate) fn shutdown_watch(&self) -> watch::Receiver<bool> {
+    pub(crate) fn shutdown_watch(&self) -> watch::Receiver<Option<tokio::time::Instant>> {
         self.inner.shutdown.subscribe()
+    }
+
+    /// Completes at a stream's turn to close in a graceful shutdown: `turn` (in `[0, 1)`,
+    /// drawn once per stream) of the way through the spread after the shutdown began.
+    pub(crate) async fn shutdown_turn(
+        &self,
+        shutdown: &mut watch::Receiver<Option<tokio::time::Instant>>,
+        turn: f64,
+    ) {
+        // `self` holds the sender, so the channel stays open.
+        let began = shutdown
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|b| *b);
+        if let Some(began) = began {
+            let spread = self
+                .inner
+                .conn_limits
+                .shutdown_spread
+                .mul_f64(turn.clamp(0.0, 1.0));
+            tokio::time::sleep_until(began + spread).await;
+        }
+    }
+
+    pub(crate) fn conn_limits(&self) -> &ConnLimits {
+        &self.inner.conn_limits
+    }
+
+    /// Whether cookies carry `Secure` (the server is reached over HTTPS).
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.inner.secure_cookies
+    }
+
+    /// Writes the database's WAL back into the main file and empties it (`PRAGMA
+    /// wal_checkpoint(TRUNCATE)`), the last step of a graceful shutdown before the
+    /// connections close. Stop the change feed first ([`SyncService::shutdown`]).
+    ///
+    /// # Errors
+    /// [`ServerError::Database`] when the checkpoint fails or another connection keeps
+    /// it from completing.
+    pub async fn checkpoint(&self) -> Result<(), ServerError> {
+        let busy = self
+            .inner
+            .db
+            .write(|conn| {
+                Ok(conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    r.get::<_, i64>(0)
+                })?)
+            })
+            .await
+            .map_err(|e| ServerError::Database(format!("checkpoint: {e}")))?;
+        if busy != 0 {
+            return Err(ServerError::Database(
+                "checkpoint: the database was busy".to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     /// The lock that keeps the deltas of one reply in order.

@@ -80,15 +80,33 @@ const ROW_COLUMNS: &str = "seq, source, aud_kind, aud_id, scope_tok, key_tok, rs
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
-/// One connection on its own thread.
+/// One connection on its own thread. Dropping the worker ends the thread after the jobs
+/// already queued and waits for it, so the connection is closed (and SQLite removes the
+/// `-wal` and `-shm` files with the last one) before the drop returns, not at some point
+/// after — or never, when the process exits first.
 struct Worker {
     jobs: mpsc::Sender<Job>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Close the queue (the thread's loop ends when it is empty), then wait.
+        let (closed, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(thread) = self.thread.take()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            // Jobs run under `catch_unwind`, so the thread itself does not panic.
+            thread.join().ok();
+        }
+    }
 }
 
 impl Worker {
     fn spawn(name: &str, mut conn: Connection) -> Result<Worker, SyncError> {
         let (jobs, mut rx) = mpsc::channel::<Job>(WORKER_QUEUE);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
                 while let Some(job) = rx.blocking_recv() {
@@ -96,7 +114,10 @@ impl Worker {
                 }
             })
             .map_err(|e| SyncError::Store(format!("cannot start the {name} thread: {e}")))?;
-        Ok(Worker { jobs })
+        Ok(Worker {
+            jobs,
+            thread: Some(thread),
+        })
     }
 
     /// Runs `f` on the connection's thread; the caller's task only awaits.

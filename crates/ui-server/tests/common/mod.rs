@@ -61,7 +61,7 @@ fn uuid_like() -> String {
     format!("{t:x}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A demo configuration in `dir` with short stream ticks.
+/// A demo configuration in `dir` with short stream ticks and a short shutdown spread.
 pub fn config(dir: &TempDir) -> ServerConfig {
     let mut config = ServerConfig::new(dir.0.join("app.db"));
     config.demo = true;
@@ -73,6 +73,8 @@ pub fn config(dir: &TempDir) -> ServerConfig {
         .unwrap()
         .with("appenderWindow", 10)
         .unwrap();
+    // Shutdowns spread their streams' `bye` over half a second, not ten.
+    config.shutdown_spread = Duration::from_millis(500);
     config
 }
 
@@ -271,8 +273,15 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose demo configuration `change` adjusts first.
+    pub async fn start_with(change: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = TempDir::new("loop");
-        let state = AppState::open(config(&dir)).await.unwrap();
+        let mut config = config(&dir);
+        change(&mut config);
+        let state = AppState::open(config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

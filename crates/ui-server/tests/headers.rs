@@ -1,0 +1,116 @@
+//! Security headers, `Secure` cookies and the duplicated `cursor` of `/ui/poll`, on the
+//! in-process router.
+
+#![allow(missing_docs)]
+
+mod common;
+
+use axum::http::StatusCode;
+use common::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn every_answer_carries_nosniff_and_the_page_a_strict_policy() {
+    let app = App::new().await;
+    let page = app.call(axum::http::Method::GET, "/", None, None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let csp = page.header("content-security-policy").unwrap();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    // The page itself needs nothing the policy refuses: no inline script or style.
+    let html = match &page.body {
+        serde_json::Value::String(html) => html.clone(),
+        other => panic!("{other}"),
+    };
+    assert!(
+        !html.contains("<script>") && !html.contains("style="),
+        "{html}"
+    );
+    assert!(html.contains("<script src=\"/app.js\"></script>"));
+
+    let alice = app.login("alice").await;
+    for answer in [
+        app.get("/api/chats", &alice).await,
+        app.get("/api/nowhere", &alice).await,
+        app.call(axum::http::Method::GET, "/app.js", None, None)
+            .await,
+    ] {
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+    }
+    let script = app
+        .call(axum::http::Method::GET, "/app.js", None, None)
+        .await;
+    assert_eq!(script.header("content-security-policy"), Some(csp));
+}
+
+#[tokio::test]
+async fn cookies_are_secure_when_the_server_is_behind_https() {
+    let app = App::new().await;
+    let plain = app
+        .call(
+            axum::http::Method::POST,
+            "/api/login",
+            None,
+            Some(json!({"user": "alice"})),
+        )
+        .await;
+    assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
+
+    let dir = TempDir::new("secure");
+    let mut config = config(&dir);
+    config.secure_cookies = true;
+    let app = App::with_config(config, dir).await;
+    let login = app
+        .call(
+            axum::http::Method::POST,
+            "/api/login",
+            None,
+            Some(json!({"user": "alice"})),
+        )
+        .await;
+    let cookie = login.header("set-cookie").unwrap();
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let out = app
+        .call(
+            axum::http::Method::POST,
+            "/api/logout",
+            Some(&cookie_of(&login.headers)),
+            None,
+        )
+        .await;
+    assert!(out.header("set-cookie").unwrap().contains("; Secure"));
+}
+
+#[tokio::test]
+async fn a_duplicated_cursor_is_a_reset_not_a_bad_request() {
+    let app = App::new().await;
+    let alice = app.login("alice").await;
+    let head = app.get("/ui/poll", &alice).await;
+    assert_eq!(head.status, StatusCode::OK, "{head:?}");
+    let cursor = head.body["cursor"].as_str().unwrap().to_owned();
+    let twice = app
+        .get(&format!("/ui/poll?cursor={cursor}&cursor={cursor}"), &alice)
+        .await;
+    assert_eq!(twice.status, StatusCode::OK, "{twice:?}");
+    assert_eq!(twice.body["reset"]["reason"], "invalid");
+    assert_eq!(twice.body["events"], json!([]));
+    // Once is still a cursor, and other parameters are ignored.
+    let once = app
+        .get(&format!("/ui/poll?cursor={cursor}&x=1"), &alice)
+        .await;
+    assert_eq!(once.body["reset"], json!(null), "{once:?}");
+}

@@ -18,6 +18,7 @@ pub struct MemStore {
     pub meta: LogMeta,
     pub rows: Mutex<Vec<LogRow>>,
     pub fail: AtomicBool,
+    pub fail_prune: AtomicBool,
     pub hold_snapshots: AtomicBool,
     pub release: Notify,
     pub prunes: AtomicU64,
@@ -32,6 +33,7 @@ impl MemStore {
             },
             rows: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
+            fail_prune: AtomicBool::new(false),
             hold_snapshots: AtomicBool::new(false),
             release: Notify::new(),
             prunes: AtomicU64::new(0),
@@ -107,10 +109,67 @@ impl SyncStore for MemStore {
 
     async fn prune(&self, _now_ms: i64, _retention: Retention) -> Result<PruneReport, SyncError> {
         self.prunes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_prune.load(Ordering::SeqCst) {
+            return Err(SyncError::Store("injected prune failure".into()));
+        }
         Ok(PruneReport {
             deleted: 0,
             pruned_through: Seq(0),
             rows: self.rows.lock().unwrap().len() as u64,
         })
     }
+}
+
+/// Warn-level `tracing` events, captured by a subscriber installed for the current thread
+/// (tests on tokio's current-thread runtime run every task there).
+#[derive(Clone, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Installs the capture for the current thread until the guard drops.
+    pub fn capture() -> (Warnings, tracing::subscriber::DefaultGuard) {
+        let w = Warnings::default();
+        let guard = tracing::subscriber::set_default(w.clone());
+        (w, guard)
+    }
+
+    /// The messages of the warnings so far that contain `needle`.
+    pub fn containing(&self, needle: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m.contains(needle))
+            .count()
+    }
+}
+
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut m = Message(String::new());
+            event.record(&mut m);
+            self.0.lock().unwrap().push(m.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }

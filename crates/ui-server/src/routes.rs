@@ -55,7 +55,8 @@ pub fn router(state: AppState) -> Router {
     if state.demo().is_some() {
         routes = routes
             .route("/api/login", post(login))
-            .route("/api/logout", post(logout));
+            .route("/api/logout", post(logout))
+            .route("/api/demo/members", post(crate::demo::set_member));
     }
     routes
         .fallback(not_found)

@@ -194,6 +194,7 @@ pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
                 .await
             {
                 Ok(outcome) => {
+                    // Empty when the events were appended with the rows (the outbox).
                     record_all(state.sync(), outcome.drafts).await;
                 }
                 Err(_) => return,

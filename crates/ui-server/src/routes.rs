@@ -576,7 +576,9 @@ async fn write_rows(
             InsertError::Invalid(m) => ApiError::bad_request(m),
             InsertError::Database(m) => ApiError::internal(format!("The write failed: {m}")),
         })?;
-    let seq = record_all(state.sync(), outcome.drafts).await;
+    let seq = record_all(state.sync(), outcome.drafts)
+        .await
+        .or(outcome.cursor);
     let body = RowsWritten {
         rows: outcome.rows,
         cursor: seq.as_ref().map(ToString::to_string),

@@ -314,6 +314,39 @@ impl SyncService {
         }
     }
 
+    /// The log row `draft` stands for (validated as [`SyncService::record`] does, `n` = 1,
+    /// stamped now), for a write that appends its events in its own transaction (the
+    /// outbox, [`crate::SqliteStore::append_in`]); call [`SyncService::appended`] after
+    /// that transaction commits.
+    ///
+    /// Writes the server does not own cannot share a transaction with the log: they record
+    /// after their commit ([`SyncService::record_and_wait`]) and retry until it succeeds
+    /// (at least once); a crash between the commit and the record loses the event, which
+    /// the page's 10 s cadence repairs (the floor, `sync.md` §1).
+    ///
+    /// # Errors
+    /// As [`SyncService::record`].
+    pub fn prepare(&self, draft: ChangeDraft) -> Result<NewRow, SyncError> {
+        let d = self.validate(draft)?;
+        let (scope, key) = self.tokens(&d.source, &d.audience, d.key.as_deref());
+        Ok(NewRow {
+            source: d.source,
+            audience: d.audience,
+            scope,
+            key,
+            rs: d.rs,
+            op: Op::Change,
+            n: 1,
+            at_ms: now_ms(),
+        })
+    }
+
+    /// Rows were appended to the log outside the appender (an outbox write committed):
+    /// the tailer reads them now instead of at its next check.
+    pub fn appended(&self) {
+        self.shared().tail_poke.notify_one();
+    }
+
     /// Records a change and waits until its row is committed (coalescing window plus the
     /// commit); returns the cursor of the row that holds it (for `X-UI-Sync-Seq`, §4.4).
     /// Waits for queue space instead of overflowing.

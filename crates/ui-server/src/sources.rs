@@ -29,7 +29,8 @@
 //!
 //! Readings follow change events (`sync.md` §8): the audience and keys name what a reading
 //! depends on, and the write path records exactly those (by the writer's project and the
-//! row's fields). A read returns its rows as records (column name → value; SQLite integers and reals are
+//! row's fields), in the same transaction as the rows (the change log lives in the same
+//! file), so a crash can never commit a row without its event. A read returns its rows as records (column name → value; SQLite integers and reals are
 //! numbers, text is a string, NULL is null). At most [`MAX_SOURCE_ROWS`] rows; a
 //! statement that is not read-only is refused when the file is loaded.
 

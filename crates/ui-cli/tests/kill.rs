@@ -70,7 +70,11 @@ fn http(
                 .then(|| l[11..].trim().split(';').next().unwrap_or("").to_owned())
         })
         .filter(|c| !c.is_empty());
-    Ok((status, cookie, serde_json::from_str(body).unwrap_or(Json::Null)))
+    Ok((
+        status,
+        cookie,
+        serde_json::from_str(body).unwrap_or(Json::Null),
+    ))
 }
 
 /// A free loopback port (the server binds it right after).
@@ -121,8 +125,14 @@ fn start(db: &Path) -> (u16, Reap) {
 }
 
 fn login(port: u16) -> String {
-    let (status, cookie, _) =
-        http(port, "POST", "/api/login", None, Some(&json!({"user": "alice"}))).unwrap();
+    let (status, cookie, _) = http(
+        port,
+        "POST",
+        "/api/login",
+        None,
+        Some(&json!({"user": "alice"})),
+    )
+    .unwrap();
     assert_eq!(status, 200);
     cookie.unwrap()
 }
@@ -211,7 +221,13 @@ fn killed_mid_burst_every_committed_row_has_its_event_and_the_client_misses_noth
                         }
                         let row = json!({"rows": [{"branch": format!("k{cycle}-{w}-{i}"),
                                          "name": "kill test", "status": "passed"}]});
-                        match http(port, "POST", "/api/sources/ci.runs/rows", Some(&cookie), Some(&row)) {
+                        match http(
+                            port,
+                            "POST",
+                            "/api/sources/ci.runs/rows",
+                            Some(&cookie),
+                            Some(&row),
+                        ) {
                             Ok((200, _, _)) => ok += 1,
                             Ok((status, _, body)) => panic!("write answered {status}: {body}"),
                             Err(_) => break, // killed
@@ -231,7 +247,10 @@ fn killed_mid_burst_every_committed_row_has_its_event_and_the_client_misses_noth
         server.0.kill().unwrap(); // SIGKILL
         server.0.wait().unwrap();
         alive.store(false, Ordering::SeqCst);
-        acknowledged += writers.into_iter().map(|w| w.join().unwrap()).sum::<usize>();
+        acknowledged += writers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .sum::<usize>();
     }
     // A last start: the client catches up from its last cursor.
     let (port, server) = start(&db);
@@ -246,12 +265,17 @@ fn killed_mid_burst_every_committed_row_has_its_event_and_the_client_misses_noth
         std::thread::sleep(Duration::from_millis(300));
     }
     drop(server);
-    assert!(acknowledged > CYCLES * WRITERS, "writes acknowledged: {acknowledged}");
+    assert!(
+        acknowledged > CYCLES * WRITERS,
+        "writes acknowledged: {acknowledged}"
+    );
 
     // The database as the kills left it.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let salt: Vec<u8> = conn
-        .query_row("SELECT salt FROM ui_sync_meta WHERE id = 1", [], |r| r.get(0))
+        .query_row("SELECT salt FROM ui_sync_meta WHERE id = 1", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     let salt = Salt(salt.try_into().unwrap());
     let web = Audience::project("web");
@@ -262,17 +286,25 @@ fn killed_mid_burst_every_committed_row_has_its_event_and_the_client_misses_noth
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert!(branches.len() >= acknowledged, "acknowledged rows are committed");
+    assert!(
+        branches.len() >= acknowledged,
+        "acknowledged rows are committed"
+    );
     let mut events: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut rows = conn
         .prepare("SELECT seq, key_tok FROM ui_sync_events WHERE source = 'ci.runs'")
         .unwrap();
     for r in rows
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
+        .query_map([], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))
+        })
         .unwrap()
     {
         let (seq, key) = r.unwrap();
-        events.entry(key.unwrap_or_default()).or_default().push(seq as u64);
+        events
+            .entry(key.unwrap_or_default())
+            .or_default()
+            .push(seq as u64);
     }
     let mut without = Vec::new();
     let mut ours = BTreeSet::new();
@@ -309,8 +341,15 @@ fn killed_mid_burst_every_committed_row_has_its_event_and_the_client_misses_noth
 
     // The client: no duplicate, and every event of its audiences reached it (each test row
     // has its own key, so none were collapsed).
-    assert!(client.duplicates.is_empty(), "duplicates: {:?}", client.duplicates);
-    let missed: Vec<&u64> = ours.iter().filter(|s| !client.seen.contains_key(s)).collect();
+    assert!(
+        client.duplicates.is_empty(),
+        "duplicates: {:?}",
+        client.duplicates
+    );
+    let missed: Vec<&u64> = ours
+        .iter()
+        .filter(|s| !client.seen.contains_key(s))
+        .collect();
     assert!(missed.is_empty(), "the client missed {missed:?}");
     // Every visible row of the log is covered by what the client saw (other sources'
     // rows may be collapsed into a later one of the same key).

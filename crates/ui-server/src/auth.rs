@@ -287,7 +287,10 @@ mod tests {
         assert_eq!(auth.refresh(&alice).await.unwrap().projects, ["ops", "web"]);
         assert_eq!(auth.set_member("alice", "web", false), Some(true));
         let now = auth.refresh(&alice).await.unwrap();
-        assert_eq!((now.projects, now.session), (vec!["ops".to_owned()], alice.session));
+        assert_eq!(
+            (now.projects, now.session),
+            (vec!["ops".to_owned()], alice.session)
+        );
         assert_eq!(auth.set_member("mallory", "ops", true), None);
     }
 

@@ -228,8 +228,7 @@ pub struct MemberChanged {
 
 fn project_name(p: &str) -> bool {
     (1..=64).contains(&p.len())
-        && p
-            .bytes()
+        && p.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 

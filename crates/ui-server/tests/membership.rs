@@ -103,7 +103,10 @@ async fn a_removed_member_stops_receiving_the_projects_events_at_the_exact_seq()
         .copied()
         .filter(|&s| s > joined && s < left)
         .collect();
-    assert!(expected.len() > 10, "runs written while a member: {expected:?}");
+    assert!(
+        expected.len() > 10,
+        "runs written while a member: {expected:?}"
+    );
     assert_eq!(
         delivered, expected,
         "alice gets exactly the runs committed while she was a member"

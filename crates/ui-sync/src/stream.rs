@@ -709,9 +709,7 @@ fn coarsen(sized: &mut Vec<Sized>, overhead: usize, limit: usize) {
     while frame_len(sized, overhead) > limit {
         let mut counts: HashMap<(&str, &str), usize> = HashMap::new();
         for s in sized.iter().filter(|s| s.event.key.is_some()) {
-            *counts
-                .entry((&s.event.source, &s.event.scope))
-                .or_default() += 1;
+            *counts.entry((&s.event.source, &s.event.scope)).or_default() += 1;
         }
         let Some((source, scope)) = counts
             .into_iter()

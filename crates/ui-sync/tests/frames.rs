@@ -69,7 +69,12 @@ enum Path {
 }
 
 /// The `changes` frames for `rows` (all after position 0) ending at `head`, by `path`.
-fn frames(path: Path, rows: &[LogRow], head: u64, limits: SyncLimits) -> Vec<(u64, Vec<WireEvent>)> {
+fn frames(
+    path: Path,
+    rows: &[LogRow],
+    head: u64,
+    limits: SyncLimits,
+) -> Vec<(u64, Vec<WireEvent>)> {
     let set = AudienceSet::new([project()], 1_000);
     let mut c = StreamConn::new(set, epoch(), Some("mq3x7kd2pa4r.0"), 0, 900_000, limits);
     let mut out = Vec::new();
@@ -126,13 +131,28 @@ fn check(path: Path, rows: &[LogRow], head: u64, limits: SyncLimits) -> Result<(
     prop_assert!(!frames.is_empty());
     let last_row = rows.last().map_or(0, |r| r.seq.0);
     let last_id = frames.last().map_or(0, |f| f.0);
-    prop_assert!(last_id >= last_row && last_id <= head, "the last id {} claims every row", last_id);
+    prop_assert!(
+        last_id >= last_row && last_id <= head,
+        "the last id {} claims every row",
+        last_id
+    );
     let mut previous = 0;
     let mut delivered: Vec<WireEvent> = Vec::new();
     for (i, (id, events)) in frames.iter().enumerate() {
-        prop_assert!(*id >= previous, "ids go backwards: {} after {}", id, previous);
+        prop_assert!(
+            *id >= previous,
+            "ids go backwards: {} after {}",
+            id,
+            previous
+        );
         for e in events {
-            prop_assert!(e.seq > previous, "frame {} repeats seq {} at or below {}", i, e.seq, previous);
+            prop_assert!(
+                e.seq > previous,
+                "frame {} repeats seq {} at or below {}",
+                i,
+                e.seq,
+                previous
+            );
         }
         previous = *id;
         delivered.extend(events.iter().cloned());
@@ -166,18 +186,21 @@ fn limits(frame_keys: u64, frame_bytes: u64) -> SyncLimits {
 
 /// Rows with strictly increasing seqs (gaps stand for rows of other audiences).
 fn rows_strategy() -> impl Strategy<Value = (Vec<LogRow>, u64)> {
-    prop::collection::vec((1u64..4, 0u8..4, prop::option::weighted(0.85, 0u8..40)), 1..120)
-        .prop_map(|specs| {
-            let mut seq = 0;
-            let rows = specs
-                .into_iter()
-                .map(|(gap, source, key)| {
-                    seq += gap;
-                    row(seq, source, key)
-                })
-                .collect();
-            (rows, seq + 3)
-        })
+    prop::collection::vec(
+        (1u64..4, 0u8..4, prop::option::weighted(0.85, 0u8..40)),
+        1..120,
+    )
+    .prop_map(|specs| {
+        let mut seq = 0;
+        let rows = specs
+            .into_iter()
+            .map(|(gap, source, key)| {
+                seq += gap;
+                row(seq, source, key)
+            })
+            .collect();
+        (rows, seq + 3)
+    })
 }
 
 proptest! {
@@ -210,7 +233,9 @@ fn a_coarsened_scope_in_a_later_frame_holds_back_the_earlier_id() {
     assert!(frames.len() > 1);
     let (first_id, first) = &frames[0];
     assert!(
-        first.iter().any(|e| e.key.is_none() && e.source == "src.s0"),
+        first
+            .iter()
+            .any(|e| e.key.is_none() && e.source == "src.s0"),
         "the coarsened scope goes out first: {first:?}"
     );
     assert!(*first_id < 85);

@@ -214,7 +214,11 @@ async fn a_seen_this_instance_cannot_catch_up_with_answers_the_cached_reading() 
     let ahead = w.sync.head().seq.0 + 5;
     let seen = format!("{}.{ahead}", w.sync.epoch());
     let r = w.service.query(&w.payload(Some(seen))).await;
-    assert_eq!(w.reads(), 1, "a source read started for a seen it cannot reflect");
+    assert_eq!(
+        w.reads(),
+        1,
+        "a source read started for a seen it cannot reflect"
+    );
     assert_eq!(r.read_id, first.read_id);
     assert_eq!(r.stale_by, Some(ahead));
     assert_eq!(r.retry_after_ms, Some(1_000));

@@ -192,29 +192,38 @@ impl Connection {
     }
 
     /// Re-resolves the principal's memberships and applies them from the current position
-    /// on: a lost audience drops what is pending and sends a `reset`. When the authenticator
-    /// cannot re-resolve them (in time), the stream rotates so the client reconnects and
-    /// is authenticated afresh.
+    /// on: a lost audience sends what was collected before the change, then a `reset`.
+    /// When the authenticator cannot re-resolve them (it does not implement
+    /// [`crate::Authenticator::refresh`], or not in time), the stream rotates so the client
+    /// reconnects and is authenticated afresh.
     async fn refresh(&mut self) -> Vec<Frame> {
-        let now = |s: &AppState| s.now_ms();
         let refreshed = tokio::time::timeout(
             REFRESH_TIMEOUT,
             self.state.authenticator().refresh(&self.principal),
         )
         .await;
+        let now = self.state.now_ms();
         match refreshed {
             Ok(Some(principal)) if principal.user_id == self.principal.user_id => {
                 self.audiences = principal.audiences(self.state.sync_limits());
                 self.principal = principal;
-                self.conn
-                    .set_audiences(self.audiences.clone(), now(&self.state))
+                self.conn.set_audiences(self.audiences.clone(), now)
             }
-            _ => {
+            Ok(None) => self.conn.rotate(now),
+            Ok(Some(other)) => {
                 tracing::warn!(
                     user = %self.principal.user_id,
-                    "memberships changed and could not be re-resolved; the stream rotates"
+                    answered = %other.user_id,
+                    "the authenticator refreshed another user; the stream rotates"
                 );
-                self.conn.rotate(now(&self.state))
+                self.conn.rotate(now)
+            }
+            Err(_) => {
+                tracing::warn!(
+                    user = %self.principal.user_id,
+                    "memberships could not be re-resolved in time; the stream rotates"
+                );
+                self.conn.rotate(now)
             }
         }
     }

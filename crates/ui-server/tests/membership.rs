@@ -168,3 +168,52 @@ async fn the_member_route_is_checked() {
     assert_eq!(me.body["projects"], json!(["ops", "web"]));
     server.stop().await;
 }
+
+/// A host's authenticator: the user named by the `x-user` header, member of `web`; it does
+/// not implement `refresh`.
+struct HeaderAuth;
+
+#[async_trait::async_trait]
+impl ui_server::Authenticator for HeaderAuth {
+    async fn principal(&self, parts: &axum::http::request::Parts) -> Option<ui_server::Principal> {
+        let user = parts.headers.get("x-user")?.to_str().ok()?.to_owned();
+        Some(ui_server::Principal {
+            session: format!("s-{user}"),
+            user_id: user,
+            projects: vec!["web".into()],
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_refresh_a_membership_change_rotates_the_users_streams_only() {
+    let server = Server::start_with(Some(Arc::new(HeaderAuth))).await;
+    let open = |user: &'static str| {
+        let server = &server;
+        async move {
+            let (status, _, body) = server
+                .open("GET", "/ui/events", None, None, &[("x-user", user)])
+                .await;
+            assert_eq!(status, StatusCode::OK);
+            let mut sse = Sse::new(body);
+            assert_eq!(
+                sse.next(Duration::from_secs(5)).await.unwrap().event,
+                "hello"
+            );
+            sse
+        }
+    };
+    let mut u1 = open("u1").await;
+    let mut u2 = open("u2").await;
+    let changed = tokio::time::Instant::now();
+    server.state.membership_changed("u1").await.unwrap();
+    let frames = u1.until("bye", Duration::from_secs(1)).await;
+    let bye = frames.last().expect("a frame");
+    assert_eq!(bye.event, "bye", "{frames:?}");
+    assert_eq!(bye.data, json!({"reason": "rotate", "retryMs": 0}));
+    assert!(changed.elapsed() <= Duration::from_secs(1));
+    // The other user's stream stays open.
+    let others = u2.until("bye", Duration::from_millis(500)).await;
+    assert!(others.iter().all(|f| f.event != "bye"), "{others:?}");
+    server.stop().await;
+}

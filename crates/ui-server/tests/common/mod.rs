@@ -271,8 +271,18 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// A server whose requests are authenticated by `auth` (the demo's sessions when
+    /// `None`).
+    pub async fn start_with(auth: Option<std::sync::Arc<dyn ui_server::Authenticator>>) -> Self {
         let dir = TempDir::new("loop");
-        let state = AppState::open(config(&dir)).await.unwrap();
+        let mut builder = AppState::builder(config(&dir));
+        if let Some(auth) = auth {
+            builder = builder.authenticator(auth);
+        }
+        let state = builder.open().await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

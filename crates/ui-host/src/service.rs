@@ -816,10 +816,16 @@ impl UiQueries {
         });
         if let (Some(seen), Some(index)) = (seen, self.changes.get())
             && seen > index.head()
-        {
-            index
+            && !index
                 .catch_up_to(seen, self.sync_limits.seen_catch_up())
-                .await;
+                .await
+            && let Some(mut cached) = self.cached(&key)
+        {
+            // This instance cannot see `seen` yet: a read now would not reflect it either,
+            // so the cached reading answers, marked stale (`sync.md` §8.4 steps 1–2).
+            cached.stale_by = Some(seen);
+            cached.retry_after_ms = Some(self.sync_limits.change_gap());
+            return cached;
         }
         let slot_deadline = self.clock.now_ms() + self.sync_limits.slot_wait();
         let mut rounds = 0;
@@ -900,6 +906,15 @@ impl UiQueries {
                 }
             }
         }
+    }
+
+    /// The newest cached reading of `key`, if any.
+    fn cached(&self, key: &str) -> Option<QueryReading> {
+        let t = self.table.lock();
+        t.newest
+            .get(key)
+            .and_then(|id| t.cache.get(id))
+            .map(|e| e.reading.clone())
     }
 
     /// Steps 9–13 under the table lock: answer from the cache, join a read in flight,

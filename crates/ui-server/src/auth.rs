@@ -2,6 +2,7 @@
 //! The demo's [`DemoAuth`] keeps cookie sessions for two fixed users so that per-user
 //! isolation can be seen and tested.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -52,10 +53,23 @@ impl Principal {
 
 /// Finds the principal of a request. A host mounts the router with its own implementation
 /// (cookie, bearer token, reverse-proxy header …); `None` answers `401 unauthenticated`.
+///
+/// Membership changes reach open event streams in log order: after committing a change of
+/// a user's projects the host calls [`crate::AppState::membership_changed`], which records
+/// an `audience-changed` event for that user (`sync.md` §4.2); each of the user's open
+/// streams, on reaching that event, asks [`Authenticator::refresh`] for the user's current
+/// projects and applies them to every later row.
 #[async_trait]
 pub trait Authenticator: Send + Sync + 'static {
     /// The principal of the request whose head is `parts`, or `None`.
     async fn principal(&self, parts: &Parts) -> Option<Principal>;
+
+    /// `principal` with its memberships re-resolved now (same user and session), or `None`
+    /// when they cannot be re-resolved; the stream then keeps its audience set until it
+    /// rotates.
+    async fn refresh(&self, _principal: &Principal) -> Option<Principal> {
+        None
+    }
 }
 
 /// An authenticator that knows nobody: every request is `401` (a server started without
@@ -91,6 +105,10 @@ where
     }
 }
 
+/// The host namespace of `audience-changed` events: one with audience `user:<id>` says
+/// that user's memberships changed (see [`crate::AppState::membership_changed`]).
+pub const MEMBERS_SOURCE: &str = "host.members";
+
 /// The cookie that carries a demo session.
 pub const SESSION_COOKIE: &str = "uiblocks_session";
 
@@ -117,10 +135,13 @@ pub const DEMO_USERS: &[DemoUser] = &[
 
 /// Cookie sessions for [`DEMO_USERS`], kept in memory (a restart signs everyone out).
 /// Session ids are random UUIDs; at most [`MAX_DEMO_SESSIONS`] are kept, the oldest
-/// signed out first.
+/// signed out first. The users' projects start as [`DEMO_USERS`] says and change with
+/// [`DemoAuth::set_member`] (the demo's `POST /api/demo/members`).
 #[derive(Debug, Default)]
 pub struct DemoAuth {
     sessions: Mutex<IndexMap<String, &'static DemoUser>>,
+    /// Projects of each user whose membership changed, most recently joined first.
+    projects: Mutex<HashMap<&'static str, Vec<String>>>,
 }
 
 impl DemoAuth {
@@ -129,12 +150,42 @@ impl DemoAuth {
         Self::default()
     }
 
-    fn principal_of(user: &DemoUser, session: &str) -> Principal {
+    fn principal_of(&self, user: &DemoUser, session: &str) -> Principal {
+        let projects = self
+            .projects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(user.id)
+            .cloned()
+            .unwrap_or_else(|| user.projects.iter().map(|p| (*p).to_owned()).collect());
         Principal {
             user_id: user.id.to_owned(),
-            projects: user.projects.iter().map(|p| (*p).to_owned()).collect(),
+            projects,
             session: session.to_owned(),
         }
+    }
+
+    /// Adds the demo user `user` to `project` (`member`) or removes them from it; whether
+    /// anything changed. `None` for an unknown user. The caller records the change with
+    /// [`crate::AppState::membership_changed`] so open streams follow it.
+    pub fn set_member(&self, user: &str, project: &str, member: bool) -> Option<bool> {
+        let user = DEMO_USERS.iter().find(|u| u.id == user)?;
+        let mut all = self.projects.lock().unwrap_or_else(PoisonError::into_inner);
+        let projects = all
+            .entry(user.id)
+            .or_insert_with(|| user.projects.iter().map(|p| (*p).to_owned()).collect());
+        let at = projects.iter().position(|p| p == project);
+        Some(match (at, member) {
+            (None, true) => {
+                projects.insert(0, project.to_owned());
+                true
+            }
+            (Some(i), false) => {
+                projects.remove(i);
+                true
+            }
+            _ => false,
+        })
     }
 
     /// Starts a session for the demo user `user`: its principal (with the new session id),
@@ -151,7 +202,8 @@ impl DemoAuth {
             }
         }
         sessions.insert(session.clone(), user);
-        Some((Self::principal_of(user, &session), evicted))
+        drop(sessions);
+        Some((self.principal_of(user, &session), evicted))
     }
 
     /// Ends `session`; whether it existed.
@@ -195,9 +247,17 @@ pub fn cookie_value<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
 impl Authenticator for DemoAuth {
     async fn principal(&self, parts: &Parts) -> Option<Principal> {
         let session = cookie_value(parts, SESSION_COOKIE)?;
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let user = sessions.get(session)?;
-        Some(Self::principal_of(user, session))
+        let user = *self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session)?;
+        Some(self.principal_of(user, session))
+    }
+
+    async fn refresh(&self, principal: &Principal) -> Option<Principal> {
+        let user = DEMO_USERS.iter().find(|u| u.id == principal.user_id)?;
+        Some(self.principal_of(user, &principal.session))
     }
 }
 
@@ -231,6 +291,22 @@ mod tests {
         assert!(auth.login("mallory").is_none());
         assert!(auth.logout(&alice.session));
         assert!(!auth.logout(&alice.session));
+    }
+
+    #[tokio::test]
+    async fn demo_memberships_change_and_refresh_sees_them() {
+        let auth = DemoAuth::new();
+        let (alice, _) = auth.login("alice").unwrap();
+        assert_eq!(auth.set_member("alice", "ops", true), Some(true));
+        assert_eq!(auth.set_member("alice", "ops", true), Some(false));
+        assert_eq!(auth.refresh(&alice).await.unwrap().projects, ["ops", "web"]);
+        assert_eq!(auth.set_member("alice", "web", false), Some(true));
+        let now = auth.refresh(&alice).await.unwrap();
+        assert_eq!(
+            (now.projects, now.session),
+            (vec!["ops".to_owned()], alice.session)
+        );
+        assert_eq!(auth.set_member("mallory", "ops", true), None);
     }
 
     #[test]

@@ -4,9 +4,15 @@
 
 use std::time::Duration;
 
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
-use crate::error::ApiError;
+use crate::auth::Principal;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::{JsonBody, SYNC_SEQ_HEADER};
 use crate::sources::InsertError;
 use crate::state::AppState;
 use crate::store::{record_all, write_scope};
@@ -201,6 +207,7 @@ pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
                 .await
             {
                 Ok(outcome) => {
+                    // Empty when the events were appended with the rows (the outbox).
                     record_all(state.sync(), outcome.drafts).await;
                 }
                 // No write path: nothing to do, ever.
@@ -210,4 +217,83 @@ pub fn spawn_demo_writer(state: AppState) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// `POST /api/demo/members` (demo only): adds a demo user to a project or removes them.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemberBody {
+    /// `alice` or `bob`.
+    pub user: String,
+    /// The project (1–64 characters of `[A-Za-z0-9._-]`).
+    pub project: String,
+    /// `true` to add the user to the project, `false` to remove them.
+    pub member: bool,
+}
+
+/// The answer of `POST /api/demo/members`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MemberChanged {
+    /// Whether the membership changed (adding a member twice changes nothing).
+    pub changed: bool,
+    /// The cursor of the `audience-changed` event recorded for the user: the user's open
+    /// streams apply the new membership to every row after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+fn project_name(p: &str) -> bool {
+    (1..=64).contains(&p.len())
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `POST /api/demo/members`: the demo's membership admin, so the page and the tests can
+/// show a removed member's streams stop delivering the project's events. Any signed-in
+/// demo user may call it (it is a demo). The change is applied, then recorded as an
+/// `audience-changed` event for the user ([`AppState::membership_changed`]).
+pub(crate) async fn set_member(
+    State(state): State<AppState>,
+    _principal: Principal,
+    JsonBody(body): JsonBody<MemberBody>,
+) -> Result<Response, ApiError> {
+    let demo = state
+        .demo()
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "No such route."))?;
+    if !project_name(&body.project) {
+        return Err(ApiError::bad_request(
+            "A project is 1 to 64 characters of letters, digits, `.`, `_` and `-`.",
+        ));
+    }
+    let changed = demo
+        .set_member(&body.user, &body.project, body.member)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "No such demo user."))?;
+    let cursor = if changed {
+        Some(
+            state
+                .membership_changed(&body.user)
+                .await
+                .map_err(|e| ApiError::internal(format!("The change feed failed: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let answer = MemberChanged {
+        changed,
+        cursor: cursor.as_ref().map(ToString::to_string),
+    };
+    let text = serde_json::to_string(&answer)
+        .map_err(|e| ApiError::internal(format!("The answer failed: {e}")))?;
+    let mut response = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response();
+    if let Some(c) = cursor
+        && let Ok(value) = HeaderValue::from_str(&c.to_string())
+    {
+        response.headers_mut().insert(SYNC_SEQ_HEADER, value);
+    }
+    Ok(response)
 }

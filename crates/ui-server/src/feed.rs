@@ -11,11 +11,11 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, mpsc};
 use ui_sync::{
-    Batch, Frame, PollBody, SlotRefused, StreamConn, StreamSlot, SyncError, resume_cursor,
-    retry_after_secs, stream_lifetime,
+    Audience, Batch, Frame, LogRow, PollBody, ReadAfter, SlotRefused, StreamConn, StreamSlot,
+    SyncError, resume_cursor, retry_after_secs, stream_lifetime,
 };
 
-use crate::auth::Principal;
+use crate::auth::{MEMBERS_SOURCE, Principal};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{CursorParam, QueryParams};
 use crate::limits::{
@@ -25,6 +25,10 @@ use crate::state::AppState;
 
 /// Delay before a failed lag catch-up is tried again, in ms.
 const CATCH_UP_RETRY_MS: u64 = 1_000;
+/// Longest wait for the authenticator to re-resolve a principal's memberships; a stream
+/// whose memberships cannot be re-resolved in time rotates (the client reconnects at once
+/// and is authenticated afresh).
+const REFRESH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A uniform number in `[0, 1)` from the OS's random source.
 fn random_unit() -> f64 {
@@ -124,7 +128,8 @@ pub(crate) async fn events(
         state,
         conn,
         audiences,
-        session: principal.session,
+        member_of: Audience::user(&principal.user_id),
+        principal,
         shutdown_turn: random_unit(),
         _slot: slot,
     };
@@ -153,15 +158,129 @@ async fn send(tx: &mpsc::Sender<Bytes>, frames: Vec<Frame>) -> bool {
     true
 }
 
-/// One open stream: its state machine, what it may see, and its slot (freed on drop).
+/// One open stream: its state machine, who it serves and what they may see, and its slot
+/// (freed on drop).
 struct Connection {
     state: AppState,
     conn: StreamConn,
     audiences: ui_sync::AudienceSet,
-    session: String,
+    principal: Principal,
+    /// `user:<id>`: the audience of this principal's `audience-changed` events.
+    member_of: Audience,
     /// Where in the spread of a graceful shutdown this stream says `bye` (`[0, 1)`).
     shutdown_turn: f64,
     _slot: StreamSlot,
+}
+
+/// What woke a stream up.
+enum Step {
+    /// Frames to write.
+    Frames(Vec<Frame>),
+    /// A hub batch to take.
+    Batch(std::sync::Arc<Batch>),
+}
+
+impl Connection {
+    /// Whether `row` says this principal's memberships changed.
+    fn membership_row(&self, row: &LogRow) -> bool {
+        row.row.source == MEMBERS_SOURCE && row.row.audience == self.member_of
+    }
+
+    /// Re-resolves the principal's memberships and applies them from the current position
+    /// on: a lost audience sends what was collected before the change, then a `reset`.
+    /// When the authenticator cannot re-resolve them (it does not implement
+    /// [`crate::Authenticator::refresh`], or not in time), the stream rotates so the client
+    /// reconnects and is authenticated afresh.
+    async fn refresh(&mut self) -> Vec<Frame> {
+        let refreshed = tokio::time::timeout(
+            REFRESH_TIMEOUT,
+            self.state.authenticator().refresh(&self.principal),
+        )
+        .await;
+        let now = self.state.now_ms();
+        match refreshed {
+            Ok(Some(principal)) if principal.user_id == self.principal.user_id => {
+                self.audiences = principal.audiences(self.state.sync_limits());
+                self.principal = principal;
+                self.conn.set_audiences(self.audiences.clone(), now)
+            }
+            Ok(None) => self.conn.rotate(now),
+            Ok(Some(other)) => {
+                tracing::warn!(
+                    user = %self.principal.user_id,
+                    answered = %other.user_id,
+                    "the authenticator refreshed another user; the stream rotates"
+                );
+                self.conn.rotate(now)
+            }
+            Err(_) => {
+                tracing::warn!(
+                    user = %self.principal.user_id,
+                    "memberships could not be re-resolved in time; the stream rotates"
+                );
+                self.conn.rotate(now)
+            }
+        }
+    }
+
+    /// Takes one hub batch in log order: rows up to an `audience-changed` event of this
+    /// principal with the audiences held so far, the rows after it with the re-resolved
+    /// ones. Exact: no row after the change is judged by the old memberships.
+    async fn take_batch(&mut self, batch: &Batch) -> Vec<Frame> {
+        let cursor = self.conn.cursor().seq;
+        let split = |c: &Connection, rows: &[LogRow]| {
+            rows.iter()
+                .position(|r| r.seq > cursor && c.membership_row(r))
+        };
+        if split(self, &batch.rows).is_none() {
+            return self.conn.on_batch(batch, self.state.now_ms());
+        }
+        let mut out = Vec::new();
+        let mut rest: &[LogRow] = &batch.rows;
+        while let Some(i) = split(self, rest) {
+            let (upto, after) = rest.split_at(i + 1);
+            let part = Batch {
+                first: upto[0].seq,
+                last: upto[i].seq,
+                rows: upto.to_vec(),
+            };
+            out.extend(self.conn.on_batch(&part, self.state.now_ms()));
+            out.extend(self.refresh().await);
+            if self.conn.is_closed() {
+                return out;
+            }
+            rest = after;
+        }
+        let part = Batch {
+            first: rest.first().map_or(batch.last, |r| r.seq),
+            last: batch.last,
+            rows: rest.to_vec(),
+        };
+        out.extend(self.conn.on_batch(&part, self.state.now_ms()));
+        out
+    }
+
+    /// The lag catch-up: `read_after(cursor)`; when it holds an `audience-changed` event
+    /// of this principal, the memberships are re-resolved first and the read is done again
+    /// with them, so nothing of a lost audience goes out.
+    async fn catch_up(&mut self) -> Result<Vec<Frame>, SyncError> {
+        let cursor = self.conn.cursor().to_string();
+        let sync = self.state.sync().clone();
+        let mut read = sync.read_after(Some(&cursor), &self.audiences).await?;
+        let (member_scope, _) = sync.tokens(MEMBERS_SOURCE, &self.member_of, None);
+        let changed = matches!(&read, ReadAfter::Events { events, .. }
+            if events.iter().any(|e| e.source == MEMBERS_SOURCE && e.scope == member_scope.to_hex()));
+        let mut frames = Vec::new();
+        if changed {
+            frames.extend(self.refresh().await);
+            if self.conn.is_closed() {
+                return Ok(frames);
+            }
+            read = sync.read_after(Some(&cursor), &self.audiences).await?;
+        }
+        frames.extend(self.conn.on_catch_up(read, self.state.now_ms()));
+        Ok(frames)
+    }
 }
 
 impl Connection {
@@ -187,14 +306,8 @@ impl Connection {
                 return;
             }
             if conn.needs_catch_up() {
-                let cursor = conn.cursor().to_string();
-                match state
-                    .sync()
-                    .read_after(Some(&cursor), &self.audiences)
-                    .await
-                {
-                    Ok(read) => {
-                        let frames = self.conn.on_catch_up(read, state.now_ms());
+                match self.catch_up().await {
+                    Ok(frames) => {
                         if !send(&tx, frames).await {
                             return;
                         }
@@ -211,25 +324,29 @@ impl Connection {
             let deadline = conn
                 .next_deadline()
                 .map(|ms| state.started() + Duration::from_millis(ms));
-            let frames = tokio::select! {
+            let step = tokio::select! {
                 batch = hub.recv() => match batch {
-                    Ok(batch) => conn.on_batch(&batch, state.now_ms()),
+                    Ok(batch) => Step::Batch(batch),
                     Err(RecvError::Lagged(_)) => {
                         conn.on_lagged();
-                        Vec::new()
+                        Step::Frames(Vec::new())
                     }
-                    Err(RecvError::Closed) => conn.shutdown(0, state.now_ms()),
+                    Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
                 },
-                () = sleep_until(deadline) => conn.poll_timers(state.now_ms()),
-                ended = signed_out.recv() => match ended {
-                    Ok(s) if s == self.session => conn.sign_out(state.now_ms()),
+                () = sleep_until(deadline) => Step::Frames(conn.poll_timers(state.now_ms())),
+                ended = signed_out.recv() => Step::Frames(match ended {
+                    Ok(s) if s == self.principal.session => conn.sign_out(state.now_ms()),
                     _ => Vec::new(),
-                },
+                }),
                 () = state.shutdown_turn(&mut shutdown, self.shutdown_turn) => {
                     let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
-                    conn.shutdown(retry, state.now_ms())
+                    Step::Frames(conn.shutdown(retry, state.now_ms()))
                 }
                 () = tx.closed() => return,
+            };
+            let frames = match step {
+                Step::Frames(frames) => frames,
+                Step::Batch(batch) => self.take_batch(&batch).await,
             };
             if !send(&tx, frames).await {
                 return;

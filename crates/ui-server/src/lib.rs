@@ -36,6 +36,7 @@
 //! | Route | What |
 //! | --- | --- |
 //! | `POST /api/login`, `POST /api/logout` | demo sessions (`alice`/`web`, `bob`/`ops`) |
+//! | `POST /api/demo/members` | demo only: add a user to a project or remove them; open streams follow |
 //! | `GET /api/me` | the principal |
 //! | `GET /api/session` | `{"user": principal}`, or `{"user": null}` when signed out (always `200`) |
 //! | `GET`/`POST /api/chats`, `GET /api/chats/{chat}` | the principal's chats; one with a page of its items (`?before={itemId}&limit=`) |
@@ -134,10 +135,11 @@ mod store;
 mod view;
 
 pub use auth::{
-    Authenticator, DEMO_USERS, DemoAuth, DemoUser, NoAuth, Principal, SESSION_COOKIE, cookie_value,
+    Authenticator, DEMO_USERS, DemoAuth, DemoUser, MEMBERS_SOURCE, NoAuth, Principal,
+    SESSION_COOKIE, cookie_value,
 };
 pub use config::{ChatLimits, ServerConfig, SourcesConfig};
-pub use demo::{seed_demo, spawn_demo_writer};
+pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
     JsonBody, Params, QueryParams, REQUEST_SOURCE_HEADER, SYNC_SEQ_HEADER, WriteSource,

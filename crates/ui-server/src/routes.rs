@@ -56,7 +56,8 @@ pub fn router(state: AppState) -> Router {
     if state.demo().is_some() {
         routes = routes
             .route("/api/login", post(login))
-            .route("/api/logout", post(logout));
+            .route("/api/logout", post(logout))
+            .route("/api/demo/members", post(crate::demo::set_member));
     }
     routes
         .fallback(not_found)
@@ -683,7 +684,9 @@ async fn write_rows(
             InsertError::Invalid(m) => ApiError::bad_request(m),
             InsertError::Database(m) => ApiError::internal(format!("The write failed: {m}")),
         })?;
-    let seq = record_all(state.sync(), outcome.drafts).await;
+    let seq = record_all(state.sync(), outcome.drafts)
+        .await
+        .or(outcome.cursor);
     let body = RowsWritten {
         rows: outcome.rows,
         cursor: seq.as_ref().map(ToString::to_string),

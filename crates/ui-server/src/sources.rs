@@ -29,7 +29,8 @@
 //!
 //! Readings follow change events (`sync.md` §8): the audience and keys name what a reading
 //! depends on, and the write path records exactly those (by the writer's project and the
-//! row's fields). A read returns its rows as records (column name → value; SQLite integers and reals are
+//! row's fields), in the same transaction as the rows (the change log lives in the same
+//! file), so a crash can never commit a row without its event. A read returns its rows as records (column name → value; SQLite integers and reals are
 //! numbers, text is a string, NULL is null). At most [`MAX_SOURCE_ROWS`] rows; a
 //! statement that is not read-only is refused when the file is loaded.
 
@@ -510,8 +511,10 @@ impl TomlSources {
     }
 
     /// The write path of the source `name`: checks each row against `insert.args`, runs
-    /// the insert for every row in one transaction, and returns the change drafts to
-    /// record (one per distinct key, audience from the writer's `user` and `project`).
+    /// the insert for every row in one transaction together with the change events (one
+    /// per distinct key, audience from the writer's `user` and `project`) when the change
+    /// log lives in the same database (the outbox), and returns their cursor; otherwise
+    /// returns the drafts for the caller to record after the commit.
     pub(crate) async fn insert(
         &self,
         store: &crate::store::SqliteUiStore,
@@ -555,21 +558,52 @@ impl TomlSources {
                 }
             }
         }
+        // The outbox: with the change log in this database, the events are appended in the
+        // rows' own transaction, so a kill between the two cannot lose them. Without a log
+        // here the caller records the drafts after the commit (at least once).
+        let outbox = match store.feed() {
+            Some(feed) => Some((
+                feed.clone(),
+                drafts
+                    .iter()
+                    .map(|d| feed.prepare(d.clone()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| InsertError::Invalid(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let events = outbox.as_ref().map(|(_, rows)| rows.clone());
         let (sql, writer, count) = (insert.sql.clone(), writer.clone(), rows.len());
-        store
+        let seqs = store
             .transaction(move |tx| {
                 let mut stmt = tx.prepare_cached(&sql)?;
                 for row in &rows {
                     bind_all(&mut stmt, row, &writer)?;
                     stmt.raw_execute()?;
                 }
-                Ok(())
+                match &events {
+                    Some(events) => ui_sync::SqliteStore::append_in(tx, OUTBOX_WRITER, events)
+                        .map_err(|e| DbError(e.to_string())),
+                    None => Ok(Vec::new()),
+                }
             })
             .await
             .map_err(|e| InsertError::Database(e.0))?;
+        let Some((feed, _)) = outbox else {
+            return Ok(InsertOutcome {
+                rows: count,
+                cursor: None,
+                drafts,
+            });
+        };
+        feed.appended();
         Ok(InsertOutcome {
             rows: count,
-            drafts,
+            cursor: seqs.into_iter().max().map(|seq| ui_sync::Cursor {
+                epoch: feed.epoch(),
+                seq,
+            }),
+            drafts: Vec::new(),
         })
     }
 }
@@ -589,10 +623,15 @@ pub struct SourceInfo {
     pub writable: bool,
 }
 
-/// The rows written and the change events to record.
+/// The `writer` column of events appended by the outbox of a source's write path.
+const OUTBOX_WRITER: &str = "outbox";
+
+/// The rows written, the cursor of the events appended with them, and the change events
+/// still to record (only when the change log is not in the server's database).
 #[derive(Debug, Clone)]
 pub(crate) struct InsertOutcome {
     pub(crate) rows: usize,
+    pub(crate) cursor: Option<ui_sync::Cursor>,
     pub(crate) drafts: Vec<ChangeDraft>,
 }
 

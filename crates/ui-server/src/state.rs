@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use ui_core::SyncLimits;
 use ui_host::{HostClock, LinkResolver, ServiceLimits, TokioClock, UiQueries, UiStore};
-use ui_sync::{RateLimiter, SqliteStore, StreamSlots, SyncService};
+use ui_sync::{
+    Audience, ChangeDraft, Cursor, RateLimiter, SqliteStore, StreamSlots, SyncError, SyncService,
+};
 
 use crate::auth::{Authenticator, DemoAuth, NoAuth};
 use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
@@ -332,6 +334,28 @@ impl AppState {
             .entry(session.to_owned())
             .or_insert_with(|| RateLimiter::new(&self.inner.sync_limits, now))
             .check(now)
+    }
+
+    /// Tells open event streams that the projects of `user_id` changed (call it after the
+    /// change is committed): records an `audience-changed` event (source
+    /// [`crate::MEMBERS_SOURCE`], audience `user:<id>`) and returns its cursor. Each open
+    /// stream of the user, on reaching that event in log order, re-resolves the user's
+    /// memberships with [`crate::Authenticator::refresh`] and applies them to every later
+    /// row; a stream that lost an audience drops what it held and sends a `reset`
+    /// (`sync.md` §4.2, §5.1). The event goes through the log, so streams on other
+    /// processes sharing it follow too, within the usual delivery time (well under 1 s).
+    ///
+    /// # Errors
+    /// What recording answers ([`SyncError`]).
+    pub async fn membership_changed(&self, user_id: &str) -> Result<Cursor, SyncError> {
+        self.sync()
+            .record_and_wait(ChangeDraft {
+                source: crate::auth::MEMBERS_SOURCE.to_owned(),
+                audience: Some(Audience::user(user_id)),
+                key: None,
+                rs: None,
+            })
+            .await
     }
 
     /// Ends `session` everywhere: its open event streams send `bye signed-out` and close.

@@ -484,6 +484,11 @@ impl SqliteUiStore {
         }
     }
 
+    /// The change feed whose log lives in this database, if any.
+    pub(crate) fn feed(&self) -> Option<&SyncService> {
+        self.feed.as_ref()
+    }
+
     /// Records that `chat_id` (owned by `owner`) changed: into the request's write scope,
     /// or on the feed at once.
     fn touched(&self, chat_id: &str, owner: &str) {

@@ -27,6 +27,9 @@ use crate::types::{
 const APPEND_RETRY_MIN: Duration = Duration::from_millis(100);
 /// Longest delay between append retries.
 const APPEND_RETRY_MAX: Duration = Duration::from_secs(5);
+/// While degraded, the failing batch is retried this often, so the 503s end within this
+/// long of the database healing (§3.5 step 5: at least once a second).
+const DEGRADED_PROBE: Duration = Duration::from_millis(500);
 /// A process does not prune during its first 60 s (§3.7).
 const PRUNE_COLD_START: Duration = Duration::from_secs(60);
 /// Longest raw key, in bytes (§2).
@@ -311,6 +314,39 @@ impl SyncService {
         }
     }
 
+    /// The log row `draft` stands for (validated as [`SyncService::record`] does, `n` = 1,
+    /// stamped now), for a write that appends its events in its own transaction (the
+    /// outbox, [`crate::SqliteStore::append_in`]); call [`SyncService::appended`] after
+    /// that transaction commits.
+    ///
+    /// Writes the server does not own cannot share a transaction with the log: they record
+    /// after their commit ([`SyncService::record_and_wait`]) and retry until it succeeds
+    /// (at least once); a crash between the commit and the record loses the event, which
+    /// the page's 10 s cadence repairs (the floor, `sync.md` §1).
+    ///
+    /// # Errors
+    /// As [`SyncService::record`].
+    pub fn prepare(&self, draft: ChangeDraft) -> Result<NewRow, SyncError> {
+        let d = self.validate(draft)?;
+        let (scope, key) = self.tokens(&d.source, &d.audience, d.key.as_deref());
+        Ok(NewRow {
+            source: d.source,
+            audience: d.audience,
+            scope,
+            key,
+            rs: d.rs,
+            op: Op::Change,
+            n: 1,
+            at_ms: now_ms(),
+        })
+    }
+
+    /// Rows were appended to the log outside the appender (an outbox write committed):
+    /// the tailer reads them now instead of at its next check.
+    pub fn appended(&self) {
+        self.shared().tail_poke.notify_one();
+    }
+
     /// Records a change and waits until its row is committed (coalescing window plus the
     /// commit); returns the cursor of the row that holds it (for `X-UI-Sync-Seq`, §4.4).
     /// Waits for queue space instead of overflowing.
@@ -561,6 +597,12 @@ impl Shared {
     }
 
     /// Writes one batch, retrying with backoff until it succeeds or the service stops.
+    ///
+    /// Degraded mode follows the failures, not the retries (§3.5 step 5): sync turns
+    /// degraded the moment the streak's first failure is `logFailureGrace` old, even between
+    /// retries or while an attempt hangs, and while degraded the batch is retried every
+    /// [`DEGRADED_PROBE`], so the 503s end within that long of the database healing. The
+    /// first failure of a streak is logged at warn level, once.
     async fn write(
         &self,
         batch: Vec<Pending>,
@@ -568,11 +610,29 @@ impl Shared {
         stop: &mut watch::Receiver<bool>,
     ) {
         let rows: Vec<NewRow> = batch.iter().map(|p| p.row.clone()).collect();
+        let grace = ms(self.limits.log_failure_grace());
         let mut delay = APPEND_RETRY_MIN;
         loop {
-            match self.store.append(rows.clone()).await {
+            let attempt = self.store.append(rows.clone());
+            tokio::pin!(attempt);
+            let result = loop {
+                let degrade_at = match *failing_since {
+                    Some(since) if !self.degraded.load(Ordering::Relaxed) => since + grace,
+                    _ => break attempt.as_mut().await,
+                };
+                tokio::select! {
+                    result = attempt.as_mut() => break result,
+                    () = tokio::time::sleep_until(degrade_at) => self.set_degraded(),
+                }
+            };
+            match result {
                 Ok(seqs) => {
-                    *failing_since = None;
+                    if failing_since.take().is_some() {
+                        tracing::info!(
+                            target: "ui_sync",
+                            "change log appends succeed again; the failure streak is over"
+                        );
+                    }
                     self.degraded.store(false, Ordering::Relaxed);
                     self.counters
                         .rows
@@ -580,6 +640,7 @@ impl Shared {
                     self.tail_poke.notify_one();
                     for (pending, seq) in batch.into_iter().zip(seqs) {
                         for waiter in pending.waiters {
+                            // A waiter that gave up has nothing left to tell.
                             let _ = waiter.send(Ok(Cursor {
                                 epoch: self.epoch.clone(),
                                 seq,
@@ -592,9 +653,20 @@ impl Shared {
                     self.counters
                         .append_failures
                         .fetch_add(1, Ordering::Relaxed);
-                    let since = *failing_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= ms(self.limits.log_failure_grace()) {
-                        self.degraded.store(true, Ordering::Relaxed);
+                    let since = match *failing_since {
+                        Some(since) => since,
+                        None => {
+                            tracing::warn!(
+                                target: "ui_sync",
+                                %error,
+                                "change log append failed; retrying with backoff (sync turns degraded after {} ms of failures)",
+                                self.limits.log_failure_grace()
+                            );
+                            *failing_since.insert(Instant::now())
+                        }
+                    };
+                    if since.elapsed() >= grace {
+                        self.set_degraded();
                     }
                     if *stop.borrow() {
                         for waiter in batch.into_iter().flat_map(|p| p.waiters) {
@@ -602,13 +674,36 @@ impl Shared {
                         }
                         return;
                     }
+                    let degrade_at = since + grace;
+                    let mut retry_at = Instant::now() + delay;
+                    if self.degraded.load(Ordering::Relaxed) {
+                        retry_at = retry_at.min(Instant::now() + DEGRADED_PROBE);
+                    } else if degrade_at <= retry_at {
+                        // Degraded exactly when the streak is `grace` old; from then on
+                        // the database is probed every `DEGRADED_PROBE`.
+                        tokio::select! {
+                            () = tokio::time::sleep_until(degrade_at) => self.set_degraded(),
+                            () = stopped(stop) => {}
+                        }
+                        retry_at = retry_at.min(degrade_at + DEGRADED_PROBE);
+                    }
                     tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
+                        () = tokio::time::sleep_until(retry_at) => {}
                         () = stopped(stop) => {}
                     }
                     delay = (delay * 2).min(APPEND_RETRY_MAX);
                 }
             }
+        }
+    }
+
+    fn set_degraded(&self) {
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::error!(
+                target: "ui_sync",
+                "change log appends have failed for {} ms: sync is degraded, /ui/events and /ui/poll answer 503",
+                self.limits.log_failure_grace()
+            );
         }
     }
 
@@ -727,6 +822,7 @@ async fn pruner(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         batch: shared.limits.prune_batch(),
         batches: shared.limits.prune_batches(),
     };
+    let mut failing = false;
     loop {
         tokio::select! {
             () = stopped(&mut stop) => return,
@@ -735,11 +831,23 @@ async fn pruner(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let c = &shared.counters;
         match shared.store.prune(now_ms(), retention).await {
             Ok(report) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!(target: "ui_sync", "change log pruning succeeds again");
+                }
                 c.pruned_rows.fetch_add(report.deleted, Ordering::Relaxed);
                 c.log_rows.store(report.rows, Ordering::Relaxed);
             }
-            Err(_) => {
+            Err(error) => {
                 c.prune_failures.fetch_add(1, Ordering::Relaxed);
+                // A warning on the first failure of a streak only (§3.7); the counter
+                // counts every one.
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(
+                        target: "ui_sync",
+                        %error,
+                        "change log pruning failed; the log keeps growing until a run succeeds"
+                    );
+                }
             }
         }
     }

@@ -308,6 +308,56 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Appends `rows` inside the caller's transaction `tx`, on a connection to the log's
+    /// own database file: the outbox of a write the server owns (`sync.md` §3.2 amended).
+    /// The rows commit or roll back with the caller's business rows, so a kill between the
+    /// business commit and the event append cannot lose the events; seqs stay in commit
+    /// order because SQLite has one writer at a time. After the commit, tell the service
+    /// with [`crate::SyncService::appended`] so the tailer reads them at once. `writer` is
+    /// the diagnostics column. Returns the rows' seqs in order.
+    ///
+    /// # Errors
+    /// [`SyncError::Store`] when an insert fails or the log is full (seq ≥ 2⁵³); the
+    /// caller's transaction must then roll back.
+    pub fn append_in(
+        tx: &rusqlite::Transaction<'_>,
+        writer: &str,
+        rows: &[NewRow],
+    ) -> Result<Vec<Seq>, SyncError> {
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO ui_sync_events
+                 (source, aud_kind, aud_id, scope_tok, key_tok, rs, op, n, at_ms, writer)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .map_err(db)?;
+        for row in rows {
+            insert
+                .execute(params![
+                    row.source,
+                    row.audience.kind.as_str(),
+                    &*row.audience.id,
+                    row.scope.to_hex(),
+                    row.key.map(|k| k.to_hex()),
+                    row.rs.as_ref().map(RequestSource::as_str),
+                    row.op.as_str(),
+                    row.n.max(1),
+                    row.at_ms,
+                    writer,
+                ])
+                .map_err(db)?;
+            let seq = u64::try_from(tx.last_insert_rowid()).unwrap_or(u64::MAX);
+            if seq > MAX_SEQ {
+                return Err(SyncError::Store(
+                    "the log is full (seq ≥ 2⁵³); re-create it".into(),
+                ));
+            }
+            seqs.push(Seq(seq));
+        }
+        Ok(seqs)
+    }
+
     /// Opens (or creates) the log in the file at `path`. A file without the meta row gets a
     /// new epoch and salt, created in the same transaction as the tables.
     ///
@@ -389,40 +439,7 @@ impl SyncStore for SqliteStore {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db)?;
-                let mut seqs = Vec::with_capacity(rows.len());
-                {
-                    let mut insert = tx
-                        .prepare_cached(
-                            "INSERT INTO ui_sync_events
-                             (source, aud_kind, aud_id, scope_tok, key_tok, rs, op, n, at_ms, writer)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        )
-                        .map_err(db)?;
-                    for row in &rows {
-                        insert
-                            .execute(params![
-                                row.source,
-                                row.audience.kind.as_str(),
-                                &*row.audience.id,
-                                row.scope.to_hex(),
-                                row.key.map(|k| k.to_hex()),
-                                row.rs.as_ref().map(RequestSource::as_str),
-                                row.op.as_str(),
-                                row.n.max(1),
-                                row.at_ms,
-                                &*writer_id,
-                            ])
-                            .map_err(db)?;
-                        let seq = u64::try_from(tx.last_insert_rowid()).unwrap_or(u64::MAX);
-                        if seq > MAX_SEQ {
-                            // Dropping the transaction rolls the batch back.
-                            return Err(SyncError::Store(
-                                "the log is full (seq ≥ 2⁵³); re-create it".into(),
-                            ));
-                        }
-                        seqs.push(Seq(seq));
-                    }
-                }
+                let seqs = SqliteStore::append_in(&tx, &writer_id, &rows)?;
                 tx.commit().map_err(db)?;
                 Ok(seqs)
             })

@@ -361,10 +361,34 @@ impl StreamConn {
         self.pending.len()
     }
 
-    /// Replaces the audience set (an `audience-changed` signal); applies to rows processed
-    /// from now on.
-    pub fn set_audiences(&mut self, audiences: AudienceSet) {
+    /// Replaces the audience set after an `audience-changed` signal (`sync.md` §4.2,
+    /// §5.1); it applies to every row processed from now on, so the caller feeds the rows
+    /// up to the signal first. When an audience was lost, what is pending (all of it from
+    /// rows up to the signal, visible when they were processed) goes out now, followed by a
+    /// `reset` (reason `server`, id = the cursor): the page re-reads what it shows and
+    /// learns it lost access; no event of the lost audience is sent afterwards. A set that
+    /// only grew sends nothing.
+    pub fn set_audiences(&mut self, audiences: AudienceSet, now_ms: u64) -> Vec<Frame> {
+        let lost = self.audiences.iter().any(|a| !audiences.contains(a));
         self.audiences = audiences;
+        let mut out = Vec::new();
+        if !lost || self.phase != Phase::Live {
+            return out;
+        }
+        self.flush(now_ms, &mut out);
+        out.push(Frame::Reset {
+            cursor: self.cursor(),
+            reason: ResetReason::Server,
+        });
+        self.last_sent_ms = now_ms;
+        out
+    }
+
+    /// Ends the stream early as at the end of its lifetime: flush, then
+    /// `bye {"reason":"rotate","retryMs":0}` (the client reconnects at once with its cursor
+    /// and is authenticated afresh).
+    pub fn rotate(&mut self, now_ms: u64) -> Vec<Frame> {
+        self.bye(ByeReason::Rotate, Some(0), now_ms)
     }
 
     fn at(&self, seq: Seq) -> Cursor {
@@ -610,8 +634,14 @@ impl StreamConn {
 
     /// `changes` frames for `events` ending at `cursor`: keyed entries of the largest scope
     /// become one whole-scope entry until the frame fits the byte limit; what still does not
-    /// fit (or exceeds the key limit) is split in seq order, each earlier part's id being its
-    /// last event's seq (every visible event up to it is then sent).
+    /// fit (or exceeds the key limit) is split.
+    ///
+    /// A frame's `id` never claims an event that only a later frame carries: each entry has
+    /// a *floor*, the lowest seq below which resuming would not bring it back (its own seq
+    /// for an entry of the log; for a whole-scope entry that stands for several keyed ones,
+    /// the lowest of their seqs, since resuming after it would replay only the keys changed
+    /// later). Entries go out by floor, and an earlier frame's id is the next frame's first
+    /// floor minus one: every visible event up to it is in that frame or an earlier one.
     fn changes_frames(&self, events: Vec<WireEvent>, cursor: Seq) -> Vec<Frame> {
         let limit = usize::try_from(self.limits.frame_bytes()).unwrap_or(usize::MAX);
         let keys = usize::try_from(self.limits.frame_keys()).unwrap_or(usize::MAX);
@@ -621,30 +651,30 @@ impl StreamConn {
         }
         .to_sse()
         .len();
-        let mut sized: Vec<(WireEvent, usize)> = events
+        let mut sized: Vec<Sized> = events
             .into_iter()
-            .map(|e| {
-                let len = event_len(&e);
-                (e, len)
+            .map(|e| Sized {
+                len: event_len(&e),
+                floor: e.seq,
+                event: e,
             })
             .collect();
         coarsen(&mut sized, overhead, limit);
         let mut frames = Vec::new();
         let mut chunk: Vec<WireEvent> = Vec::new();
         let mut size = overhead;
-        for (e, len) in sized {
+        for Sized { event, len, floor } in sized {
             let add = len + usize::from(!chunk.is_empty());
             if !chunk.is_empty() && (chunk.len() >= keys || size + add > limit) {
-                let last = Seq(chunk.last().map_or(0, |e| e.seq));
                 frames.push(Frame::Changes {
-                    cursor: self.at(last),
+                    cursor: self.at(Seq(floor.saturating_sub(1))),
                     events: std::mem::take(&mut chunk),
                 });
                 size = overhead + len;
             } else {
                 size += add;
             }
-            chunk.push(e);
+            chunk.push(event);
         }
         if !chunk.is_empty() {
             frames.push(Frame::Changes {
@@ -656,21 +686,30 @@ impl StreamConn {
     }
 }
 
+/// An entry of a `changes` frame with its JSON length and its floor (see
+/// [`StreamConn::changes_frames`]).
+struct Sized {
+    event: WireEvent,
+    len: usize,
+    floor: u64,
+}
+
 fn event_len(e: &WireEvent) -> usize {
     serde_json::to_string(e).map_or(0, |s| s.len())
 }
 
-fn frame_len(sized: &[(WireEvent, usize)], overhead: usize) -> usize {
-    overhead + sized.iter().map(|(_, l)| l).sum::<usize>() + sized.len().saturating_sub(1)
+fn frame_len(sized: &[Sized], overhead: usize) -> usize {
+    overhead + sized.iter().map(|s| s.len).sum::<usize>() + sized.len().saturating_sub(1)
 }
 
 /// Replaces keyed entries of the scope with the most keyed entries by one whole-scope entry
-/// (`key: null`, `rs: null`) until the frame fits `limit`, then sorts by seq.
-fn coarsen(sized: &mut Vec<(WireEvent, usize)>, overhead: usize, limit: usize) {
+/// (`key: null`, `rs: null`, the lowest floor of what it replaces) until the frame fits
+/// `limit`, then sorts by floor.
+fn coarsen(sized: &mut Vec<Sized>, overhead: usize, limit: usize) {
     while frame_len(sized, overhead) > limit {
         let mut counts: HashMap<(&str, &str), usize> = HashMap::new();
-        for (e, _) in sized.iter().filter(|(e, _)| e.key.is_some()) {
-            *counts.entry((&e.source, &e.scope)).or_default() += 1;
+        for s in sized.iter().filter(|s| s.event.key.is_some()) {
+            *counts.entry((&s.event.source, &s.event.scope)).or_default() += 1;
         }
         let Some((source, scope)) = counts
             .into_iter()
@@ -679,33 +718,41 @@ fn coarsen(sized: &mut Vec<(WireEvent, usize)>, overhead: usize, limit: usize) {
         else {
             break;
         };
-        let mut whole: Option<WireEvent> = None;
-        sized.retain(|(e, _)| {
+        let mut whole: Option<(WireEvent, u64)> = None;
+        sized.retain(|s| {
+            let e = &s.event;
             if e.source != source || e.scope != scope {
                 return true;
             }
             match &mut whole {
                 None => {
-                    whole = Some(WireEvent {
-                        key: None,
-                        rs: None,
-                        ..e.clone()
-                    });
+                    whole = Some((
+                        WireEvent {
+                            key: None,
+                            rs: None,
+                            ..e.clone()
+                        },
+                        s.floor,
+                    ));
                 }
-                Some(w) => {
+                Some((w, floor)) => {
                     w.seq = w.seq.max(e.seq);
                     w.n = w.n.saturating_add(e.n);
                     w.at = w.at.max(e.at);
+                    *floor = (*floor).min(s.floor);
                 }
             }
             false
         });
-        if let Some(w) = whole {
-            let len = event_len(&w);
-            sized.push((w, len));
+        if let Some((event, floor)) = whole {
+            sized.push(Sized {
+                len: event_len(&event),
+                event,
+                floor,
+            });
         }
     }
-    sized.sort_by_key(|(e, _)| e.seq);
+    sized.sort_by_key(|s| s.floor);
 }
 
 #[cfg(test)]

@@ -203,6 +203,35 @@ async fn change_driven_requests_never_get_refresh_limit() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_seen_this_instance_cannot_catch_up_with_answers_the_cached_reading() {
+    // sync.md §8.4 steps 1–2: `seen` is ahead of this instance's head and the catch-up
+    // does not get there within 250 ms (the change is on another instance's log tail):
+    // the cached reading answers, stale, instead of a new source read.
+    let w = world().await;
+    let first = w.service.query(&w.payload(None)).await;
+    assert_eq!(w.reads(), 1);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let ahead = w.sync.head().seq.0 + 5;
+    let seen = format!("{}.{ahead}", w.sync.epoch());
+    let r = w.service.query(&w.payload(Some(seen))).await;
+    assert_eq!(
+        w.reads(),
+        1,
+        "a source read started for a seen it cannot reflect"
+    );
+    assert_eq!(r.read_id, first.read_id);
+    assert_eq!(r.stale_by, Some(ahead));
+    assert_eq!(r.retry_after_ms, Some(1_000));
+    // Once the instance has caught up, the change is read.
+    w.write("main").await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let head = w.sync.head().to_string();
+    let again = w.service.query(&w.payload(Some(head))).await;
+    assert_ne!(again.read_id, first.read_id);
+    assert_eq!(w.reads(), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_burst_of_1000_writes_causes_at_most_three_reads() {
     // sync.md §8.6: 1,000 writes to one key over 1 s, one visible block whose page asks
     // after each 250 ms window with the newest cursor: at most 3 source reads in 3 s.

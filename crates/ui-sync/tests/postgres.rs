@@ -18,6 +18,8 @@ use ui_sync::{
     ResetReason, Retention, Seq, SyncService, SyncStore, WireEvent, read_after,
 };
 
+mod common;
+
 const HOUR_MS: i64 = 3_600_000;
 
 /// The connection string, or `None` (the test prints why it is skipped).
@@ -781,5 +783,14 @@ async fn append_rate_of_1000_row_batches() {
         "append rate: {batches} batches of 1,000 rows in {elapsed:?}: {:.0} rows/s",
         (batches * 1_000) as f64 / elapsed.as_secs_f64()
     );
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frame_ids_are_resume_points_over_the_postgres_log() {
+    let Some(conninfo) = conninfo() else { return };
+    let db = Db::new(conninfo, "frames");
+    let store = db.store().await;
+    common::frame_ids_are_resume_points(&store).await;
     db.finish().await;
 }

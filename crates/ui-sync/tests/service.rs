@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::MemStore;
+use common::{MemStore, Warnings};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -530,6 +530,95 @@ async fn failed_writes_retry_with_backoff_and_mark_sync_degraded_after_the_grace
         2,
         "drafts queued meanwhile are written too"
     );
+}
+
+/// Advances the paused clock to `at` after `origin`.
+async fn until(origin: Instant, at: Duration) {
+    tokio::time::sleep_until(origin + at).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn degraded_mode_starts_when_failures_are_thirty_seconds_old_and_ends_within_a_second_of_healing()
+ {
+    // Today's code turned degraded only at the first failed retry after the grace (31.35 s)
+    // and, once degraded, retried every 5 s (healing seen 4–5 s late).
+    let store = MemStore::new();
+    let origin = Instant::now();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    store.fail.store(true, Ordering::SeqCst);
+    service
+        .record(draft("ci.runs", Some(p1()), Some("main"), None))
+        .unwrap();
+    // The window closes at 50 ms: the first failure of the streak.
+    let first = Duration::from_millis(50);
+    let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
+    until(origin, first + grace - Duration::from_millis(1)).await;
+    assert!(!service.degraded(), "degraded before the grace");
+    until(origin, first + grace).await;
+    tokio::task::yield_now().await;
+    assert!(
+        service.degraded(),
+        "not degraded the moment the failures are 30 s old"
+    );
+    // Heal at several odd moments: the 503s end within 1 s each time.
+    let mut heal = first + grace + Duration::from_millis(3_333);
+    for _ in 0..3 {
+        until(origin, heal).await;
+        assert!(service.degraded());
+        store.fail.store(false, Ordering::SeqCst);
+        until(origin, heal + Duration::from_millis(1_000)).await;
+        tokio::task::yield_now().await;
+        assert!(!service.degraded(), "still degraded 1 s after healing");
+        // A new streak: degraded again exactly 30 s after its first failure.
+        store.fail.store(true, Ordering::SeqCst);
+        service
+            .record(draft("ci.runs", Some(p1()), Some("dev"), None))
+            .unwrap();
+        let failed = Instant::now() + Duration::from_millis(50);
+        tokio::time::sleep_until(failed + grace - Duration::from_millis(1)).await;
+        assert!(!service.degraded());
+        tokio::time::sleep_until(failed + grace).await;
+        tokio::task::yield_now().await;
+        assert!(service.degraded());
+        heal = failed.duration_since(origin) + grace + Duration::from_millis(4_777);
+    }
+    store.fail.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!service.degraded());
+}
+
+#[tokio::test(start_paused = true)]
+async fn append_and_prune_failure_streaks_warn_exactly_once_each() {
+    let (warnings, _guard) = Warnings::capture();
+    let store = MemStore::new();
+    let service = start(&store, limits(&[("pruneInterval", 1_000)])).await;
+    for streak in 1..=2 {
+        store.fail.store(true, Ordering::SeqCst);
+        service
+            .record(draft("ci.runs", Some(p1()), Some("main"), None))
+            .unwrap();
+        // Many failed retries, past the grace.
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        assert!(service.stats().append_failures >= 10 * streak);
+        assert_eq!(warnings.containing("append failed"), streak as usize);
+        store.fail.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!service.degraded());
+    }
+    assert_eq!(warnings.containing("append failed"), 2);
+
+    // The pruner runs every second after its first minute (long past by now).
+    assert_eq!(warnings.containing("pruning failed"), 0);
+    for streak in 1..=2 {
+        let before = service.stats().prune_failures;
+        store.fail_prune.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(5_500)).await;
+        assert!(service.stats().prune_failures >= before + 5);
+        assert_eq!(warnings.containing("pruning failed"), streak);
+        store.fail_prune.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+    }
+    assert_eq!(warnings.containing("pruning failed"), 2);
 }
 
 #[tokio::test(start_paused = true)]

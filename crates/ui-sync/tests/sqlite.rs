@@ -9,6 +9,8 @@ use ui_sync::{
     SqliteStore, SyncStore, WireEvent, read_after,
 };
 
+mod common;
+
 const HOUR_MS: i64 = 3_600_000;
 
 fn now_ms() -> i64 {
@@ -488,4 +490,10 @@ async fn snapshots_read_only_visible_rows_up_to_the_limit() {
         vec![10, 13],
         "global rows are visible to everyone"
     );
+}
+
+#[tokio::test]
+async fn frame_ids_are_resume_points_over_the_sqlite_log() {
+    let store = SqliteStore::open_temp().await.unwrap();
+    common::frame_ids_are_resume_points(&store).await;
 }

@@ -862,11 +862,28 @@ fn stream_slots_are_thread_safe() {
 fn an_audience_change_applies_from_the_next_row() {
     let mut c = live(0);
     c.on_batch(&batch(vec![row(1, "ci.runs", &project(), None)]), 0);
-    // The principal left the project: later rows of it are dropped.
-    c.set_audiences(audiences(&[Audience::user("u")]));
-    c.on_batch(&batch(vec![row(2, "ci.runs", &project(), Some("k"))]), 0);
-    let frames = c.poll_timers(L.flush_window());
+    // The principal left the project: what was collected while a member goes out, then a
+    // reset, and later rows of the project are dropped.
+    let frames = c.set_audiences(audiences(&[Audience::user("u")]), 10);
+    assert_eq!(frames.len(), 2);
     let sent = changes(&frames);
     assert_eq!(sent[0].1.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1]);
-    assert_eq!(sent[0].0, &cur(2));
+    assert_eq!(
+        frames[1],
+        Frame::Reset {
+            cursor: cur(1),
+            reason: ResetReason::Server
+        }
+    );
+    c.on_batch(&batch(vec![row(2, "ci.runs", &project(), Some("k"))]), 20);
+    assert!(changes(&c.poll_timers(L.flush_window() + 20)).is_empty());
+    assert_eq!(c.cursor(), cur(2));
+    // Joining again sends nothing by itself; rows from then on are delivered.
+    let frames = c.set_audiences(audiences(&[Audience::user("u"), project()]), 30);
+    assert!(frames.is_empty());
+    c.on_batch(&batch(vec![row(3, "ci.runs", &project(), Some("k"))]), 40);
+    let frames = c.poll_timers(L.flush_window() + 40);
+    let sent = changes(&frames);
+    assert_eq!(sent[0].1.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
+    assert_eq!(sent[0].0, &cur(3));
 }

@@ -278,10 +278,26 @@ impl Server {
 
     /// A server whose demo configuration `change` adjusts first.
     pub async fn start_with(change: impl FnOnce(&mut ServerConfig)) -> Self {
+        Self::start_configured(change, None).await
+    }
+
+    /// A server whose requests are authenticated by `auth` (instead of the demo's sessions).
+    pub async fn start_with_auth(auth: std::sync::Arc<dyn ui_server::Authenticator>) -> Self {
+        Self::start_configured(|_| {}, Some(auth)).await
+    }
+
+    async fn start_configured(
+        change: impl FnOnce(&mut ServerConfig),
+        auth: Option<std::sync::Arc<dyn ui_server::Authenticator>>,
+    ) -> Self {
         let dir = TempDir::new("loop");
         let mut config = config(&dir);
         change(&mut config);
-        let state = AppState::open(config).await.unwrap();
+        let mut builder = AppState::builder(config);
+        if let Some(auth) = auth {
+            builder = builder.authenticator(auth);
+        }
+        let state = builder.open().await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -18,6 +18,7 @@ pub struct MemStore {
     pub meta: LogMeta,
     pub rows: Mutex<Vec<LogRow>>,
     pub fail: AtomicBool,
+    pub fail_prune: AtomicBool,
     pub hold_snapshots: AtomicBool,
     pub release: Notify,
     pub prunes: AtomicU64,
@@ -32,6 +33,7 @@ impl MemStore {
             },
             rows: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
+            fail_prune: AtomicBool::new(false),
             hold_snapshots: AtomicBool::new(false),
             release: Notify::new(),
             prunes: AtomicU64::new(0),
@@ -107,10 +109,188 @@ impl SyncStore for MemStore {
 
     async fn prune(&self, _now_ms: i64, _retention: Retention) -> Result<PruneReport, SyncError> {
         self.prunes.fetch_add(1, Ordering::SeqCst);
+        if self.fail_prune.load(Ordering::SeqCst) {
+            return Err(SyncError::Store("injected prune failure".into()));
+        }
         Ok(PruneReport {
             deleted: 0,
             pruned_through: Seq(0),
             rows: self.rows.lock().unwrap().len() as u64,
         })
     }
+}
+
+/// Warn-level `tracing` events, captured by a subscriber installed for the current thread
+/// (tests on tokio's current-thread runtime run every task there).
+#[derive(Clone, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Installs the capture for the current thread until the guard drops.
+    pub fn capture() -> (Warnings, tracing::subscriber::DefaultGuard) {
+        let w = Warnings::default();
+        let guard = tracing::subscriber::set_default(w.clone());
+        (w, guard)
+    }
+
+    /// The messages of the warnings so far that contain `needle`.
+    pub fn containing(&self, needle: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| m.contains(needle))
+            .count()
+    }
+}
+
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut m = Message(String::new());
+            event.record(&mut m);
+            self.0.lock().unwrap().push(m.0);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Frame boundaries over a real log (`sync.md` §4.2): appends a mix that is both coarsened
+/// and split under small frame caps (keyed rows of one source around whole-source rows of
+/// 40 others, plus rows of another project), opens a stream from the position before them
+/// with the store's own catch-up read, and resumes from every `changes` frame's `id` with
+/// that read again. Nothing visible is lost, no frame repeats an event at or below an
+/// earlier id, and a resume brings back only rows after its id.
+pub async fn frame_ids_are_resume_points(store: &dyn SyncStore) {
+    use ui_core::SyncLimits;
+    use ui_sync::{Audience, Cursor, Frame, ReadAfter, StreamConn, WireEvent, read_after};
+
+    let salt = store.meta().salt.clone();
+    let epoch = store.meta().epoch.clone();
+    let mine = Audience::project("p1");
+    let other = Audience::project("p2");
+    let new_row = |source: &str, audience: &Audience, key: Option<String>| NewRow {
+        source: source.to_owned(),
+        audience: audience.clone(),
+        scope: salt.scope(source, audience),
+        key: key.map(|k| salt.key(source, audience, &k)),
+        rs: None,
+        op: ui_sync::Op::Change,
+        n: 1,
+        at_ms: 1_767_000_000_000,
+    };
+    let mut rows: Vec<NewRow> = (1..=39)
+        .map(|k| new_row("src.s0", &mine, Some(format!("k{k}"))))
+        .collect();
+    for s in 1..=40 {
+        rows.push(new_row(&format!("src.s{s}"), &mine, None));
+        rows.push(new_row("src.hidden", &other, Some(format!("h{s}"))));
+    }
+    rows.push(new_row("src.s0", &mine, Some("k200".into())));
+    let start = store.head().await.unwrap();
+    let seqs = store.append(rows.clone()).await.unwrap();
+    let visible: Vec<LogRow> = rows
+        .into_iter()
+        .zip(seqs)
+        .filter(|(r, _)| r.audience == mine)
+        .map(|(row, seq)| LogRow { seq, row })
+        .collect();
+    let set = AudienceSet::new([mine.clone()], 1_000);
+    let at = |seq: u64| {
+        Cursor {
+            epoch: epoch.clone(),
+            seq: Seq(seq),
+        }
+        .to_string()
+    };
+    let read = |cursor: String| {
+        let set = set.clone();
+        async move { read_after(store, Some(&cursor), &set, 2_000).await.unwrap() }
+    };
+    let limits = SyncLimits::DEFAULT
+        .with("frameKeys", 10)
+        .unwrap()
+        .with("frameBytes", 2_000)
+        .unwrap();
+    let resume = at(start.0);
+    let mut conn = StreamConn::new(
+        set.clone(),
+        epoch.clone(),
+        Some(&resume),
+        0,
+        900_000,
+        limits,
+    );
+    let frames: Vec<(u64, Vec<WireEvent>)> = conn
+        .start(read(resume.clone()).await, 0)
+        .into_iter()
+        .filter_map(|f| match f {
+            Frame::Changes { cursor, events } => Some((cursor.seq.0, events)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        frames.len() > 2,
+        "the catch-up is split: {} frames",
+        frames.len()
+    );
+    let covers = |e: &WireEvent, r: &LogRow| {
+        let w = WireEvent::from(r);
+        e.source == w.source
+            && e.scope == w.scope
+            && (e.key.is_none() || e.key == w.key)
+            && e.seq >= w.seq
+    };
+    let mut delivered: Vec<WireEvent> = Vec::new();
+    let mut previous = start.0;
+    for (id, events) in &frames {
+        assert!(
+            events.iter().all(|e| e.seq > previous),
+            "an event at or below {previous}"
+        );
+        assert!(*id >= previous);
+        previous = *id;
+        delivered.extend(events.iter().cloned());
+        let ReadAfter::Events {
+            events: resumed, ..
+        } = read(at(*id)).await
+        else {
+            panic!("a reset resuming from {id}");
+        };
+        assert!(resumed.iter().all(|e| e.seq > *id));
+        for r in &visible {
+            assert!(
+                delivered.iter().chain(&resumed).any(|e| covers(e, r)),
+                "row {} is lost resuming from frame id {id}",
+                r.seq.0
+            );
+        }
+    }
+    // The fix: the coarsened source (floor 1) goes out first.
+    assert!(
+        frames[0]
+            .1
+            .iter()
+            .any(|e| e.source == "src.s0" && e.key.is_none()),
+        "the coarsened source goes out first"
+    );
 }

@@ -5,8 +5,10 @@
 //! pipe and the compile. The reference driver's figures (`shared/bench/README.md`, measured
 //! side by side on 2026-12-01) are 1.25, 13.8 and 59.6 ms per request.
 //!
-//! The binary is `$UIBLOCKS_BIN`, else `<target>/release/uiblocks`; `cargo xtask bench`
-//! builds it first. Each answer is checked before anything is timed.
+//! The binary is `$UIBLOCKS_BIN`, else the `uiblocks` of the profile this bench was built
+//! in (`cargo xtask bench` builds the release one first; `cargo test --all-targets` builds
+//! the debug one and runs this bench once). Each answer is checked before anything is
+//! timed.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -29,9 +31,7 @@ impl Driver {
     fn start() -> Driver {
         let bin = std::env::var_os("UIBLOCKS_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/uiblocks")
-            });
+            .unwrap_or_else(binary_beside_this_one);
         let mut child = Command::new(&bin)
             .arg("driver")
             .stdin(Stdio::piped())
@@ -74,6 +74,19 @@ impl Drop for Driver {
             eprintln!("driver bench: could not reap the driver: {e}");
         }
     }
+}
+
+/// The `uiblocks` binary of the profile this bench was built in: this executable is
+/// `<target>/<profile>/deps/driver-…`, the binary `<target>/<profile>/uiblocks` (the
+/// release one under `cargo bench`, which `cargo xtask bench` builds first; the debug one
+/// when `cargo test --all-targets` runs this bench once as a test).
+fn binary_beside_this_one() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench knows its own path");
+    let profile = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("the bench runs from <target>/<profile>/deps");
+    profile.join(format!("uiblocks{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// A request as one line with its line feed.

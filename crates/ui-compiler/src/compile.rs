@@ -16,6 +16,7 @@ use ui_core::{
 use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
+use crate::speedups::Paths;
 use crate::syntax::{
     Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, SynProp, Syntax, parse,
     parse_resumed,
@@ -256,6 +257,7 @@ pub(crate) fn compile_block_with(
         block_id: &block_id,
         map: &map,
         cap: options.limits.diagnostics() as usize,
+        paths: Paths::DEFAULT,
     };
     let mut block = Block {
         // Set at the end: the sink holds the id meanwhile.
@@ -706,6 +708,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let empty = Record::default();
         for decl in self.decls.iter().filter(|d| query(d).is_none()) {
             let result = match &decl.value {
+                #[cfg(feature = "speedups")]
                 DeclValue::Literal(literal) => literal.evaluate(self.budget),
                 DeclValue::Expr(expr) if expr.is_constant() => evaluate(expr, &empty, self.budget),
                 DeclValue::Expr(_) => Err(failure(
@@ -1321,6 +1324,7 @@ mod tests {
                     block_id: "b",
                     map: &map,
                     cap: 20,
+                    paths: Paths::DEFAULT,
                 };
                 let mut budget = Budget::new(options.limits, &CLOCK);
                 let mut block = compile_block("", "b", &options);
@@ -1388,6 +1392,7 @@ mod tests {
         assert_eq!(block.diagnostics[0].range.end as usize, second.len());
     }
 
+    #[cfg(feature = "speedups")]
     /// What a compile leaves, for comparisons.
     struct Counted {
         /// The outcome (failure, or the checkpoint's mark and charges) and the block as
@@ -1399,15 +1404,15 @@ mod tests {
         block: Block,
     }
 
+    #[cfg(feature = "speedups")]
     /// Compiles `source` (resuming from `previous` when given, as a final compile, else as
-    /// a preview) through the literal fast path or, with `full_only`, without it.
+    /// a preview) through the given paths.
     fn compile_counted(
         source: &str,
         limits: UiLimits,
         previous: Option<(&str, &mut Arc<Block>, Box<Checkpoint>)>,
-        full_only: bool,
+        paths: Paths,
     ) -> Counted {
-        crate::syntax::FULL_PATH_ONLY.set(full_only);
         let options = CompileOptions {
             is_final: previous.is_some(),
             ..options(limits)
@@ -1417,6 +1422,7 @@ mod tests {
             block_id: "b",
             map: &map,
             cap: limits.diagnostics() as usize,
+            paths,
         };
         let mut budget = Budget::new(limits, &CLOCK);
         let mut block = compile_block("", "b", &options);
@@ -1436,7 +1442,6 @@ mod tests {
             previous,
             true,
         );
-        crate::syntax::FULL_PATH_ONLY.set(false);
         let (outcome, checkpoint) = match outcome {
             Ok(Outcome::Done(checkpoint)) => {
                 let summary = checkpoint
@@ -1455,6 +1460,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "speedups")]
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
 
@@ -1465,8 +1471,8 @@ mod tests {
         /// anywhere.
         #[test]
         fn literal_declarations_compile_as_the_full_path(
-            x in crate::expr::literal_tests::source(),
-            y in crate::expr::literal_tests::literal(),
+            x in crate::speedups::literal::tests::source(),
+            y in crate::speedups::literal::tests::literal(),
             body in proptest::sample::select(vec![
                 "",
                 "{$x}",
@@ -1477,11 +1483,11 @@ mod tests {
                 "<Stat label='x' value={ 3} unit={4}/><Stat label=\"\" value={-2}/>",
             ]),
             cut in 0usize..40,
-            limits in crate::expr::literal_tests::limits(),
+            limits in crate::speedups::literal::tests::limits(),
         ) {
             let source = format!("$x = {x}\n$y = {y}\n{body}<Summary>done</Summary>");
-            let fast = compile_counted(&source, limits, None, false);
-            let full = compile_counted(&source, limits, None, true);
+            let fast = compile_counted(&source, limits, None, Paths::Fast);
+            let full = compile_counted(&source, limits, None, Paths::General);
             proptest::prop_assert_eq!(&fast.text, &full.text);
             proptest::prop_assert_eq!(fast.charges, full.charges);
             // A preview cut short, then the whole block resumed from its checkpoint.
@@ -1490,12 +1496,12 @@ mod tests {
                 end -= 1;
             }
             let preview = &source[..end];
-            let fast = compile_counted(preview, limits, None, false);
-            let full = compile_counted(preview, limits, None, true);
+            let fast = compile_counted(preview, limits, None, Paths::Fast);
+            let full = compile_counted(preview, limits, None, Paths::General);
             proptest::prop_assert_eq!(&fast.text, &full.text);
             if let (Some(a), Some(b)) = (fast.checkpoint, full.checkpoint) {
-                let fast = compile_counted(&source, limits, Some((preview, &mut Arc::new(fast.block), a)), false);
-                let full = compile_counted(&source, limits, Some((preview, &mut Arc::new(full.block), b)), true);
+                let fast = compile_counted(&source, limits, Some((preview, &mut Arc::new(fast.block), a)), Paths::Fast);
+                let full = compile_counted(&source, limits, Some((preview, &mut Arc::new(full.block), b)), Paths::General);
                 proptest::prop_assert_eq!(&fast.text, &full.text);
                 proptest::prop_assert_eq!(fast.charges, full.charges);
             }

@@ -977,8 +977,8 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
     }
 
-    /// Steps 4a–4g of §12.2, inside the failure guard. (Out of line, as before `own` was
-    /// split from `node`: inlined, it loses the inlining of the map inserts inside it.)
+    /// Steps 4a–4g of §12.2, inside the failure guard. Kept out of line: inlined into
+    /// `node`, it loses the inlining of the map inserts inside it.
     #[inline(never)]
     fn component(
         &mut self,

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::Arc;
 
 use indexmap::IndexMap;
 use ui_core::catalog::{self, Component};
@@ -18,9 +17,13 @@ use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
 use crate::speedups::Paths;
 use crate::syntax::{
-    Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, SynProp, Syntax, parse,
-    parse_resumed,
+    Decl, DeclValue, DiagSink, OpenAt, OpenTag, SynKind, SynNode, SynProp, Syntax, parse,
 };
+
+mod resume;
+
+pub(crate) use resume::Previous;
+use resume::resume;
 
 /// What a host tells the compiler about its query sources: whether a source is registered
 /// and whether it accepts a block's evaluated arguments.
@@ -201,17 +204,6 @@ impl Checkpoint {
     }
 }
 
-/// An earlier compile of the same block: its source, its block, and the checkpoint it
-/// left.
-#[derive(Debug)]
-pub(crate) struct Previous<'p> {
-    pub(crate) source: &'p str,
-    /// The finished nodes before the checkpoint are reused: moved out when the block is not
-    /// shared (it then loses them), cloned otherwise.
-    pub(crate) block: &'p mut Arc<Block>,
-    pub(crate) checkpoint: Box<Checkpoint>,
-}
-
 /// What [`compile_body`] did.
 enum Outcome {
     /// The block is compiled; with the checkpoint it leaves, if any.
@@ -314,72 +306,6 @@ pub(crate) fn compile_block_with(
     (block, checkpoint)
 }
 
-/// What a resumed compile takes from the block compiled at the checkpoint, for the top level
-/// and each tag open at the checkpoint.
-struct Taken {
-    /// The finished nodes before the checkpoint: the first `counts[0]` top-level nodes,
-    /// then the first `counts[1]` children of top-level node `counts[0]` (the outermost open
-    /// tag), and so on down the open tags.
-    finished: Vec<Vec<Node>>,
-    /// The open tags' nodes, outermost first, without their children.
-    open: Vec<Node>,
-}
-
-/// [`Taken`] from `block`: moved out when the block is not shared (which leaves it without
-/// nodes), cloned otherwise; `None` when the block lacks them.
-fn take_nodes(block: &mut Arc<Block>, counts: &[usize]) -> Option<Taken> {
-    let depth = counts.len() - 1;
-    let mut taken = Taken {
-        finished: Vec::with_capacity(depth + 1),
-        open: Vec::with_capacity(depth),
-    };
-    if let Some(block) = Arc::get_mut(block) {
-        let mut nodes = std::mem::take(&mut block.nodes);
-        for (level, &count) in counts.iter().enumerate() {
-            if level < depth {
-                nodes.truncate(count + 1);
-                let mut open = nodes.pop().filter(|_| nodes.len() == count)?;
-                let deeper = std::mem::take(&mut open.children);
-                taken.open.push(open);
-                taken.finished.push(std::mem::replace(&mut nodes, deeper));
-            } else {
-                (nodes.len() >= count).then_some(())?;
-                nodes.truncate(count);
-                taken.finished.push(std::mem::take(&mut nodes));
-            }
-        }
-    } else {
-        let mut nodes: &[Node] = &block.nodes;
-        for (level, &count) in counts.iter().enumerate() {
-            taken.finished.push(nodes.get(..count)?.to_vec());
-            if level < depth {
-                let open = nodes.get(count)?;
-                taken.open.push(without_children(open));
-                nodes = &open.children;
-            }
-        }
-    }
-    Some(taken)
-}
-
-/// A copy of `node` without its children.
-fn without_children(node: &Node) -> Node {
-    Node {
-        id: node.id.clone(),
-        kind: node.kind.clone(),
-        props: node.props.clone(),
-        expressions: node.expressions.clone(),
-        bindings: node.bindings.clone(),
-        children: Vec::new(),
-        complete: node.complete,
-        fallback: String::new(),
-        error: node.error,
-        start: node.start,
-        end: node.end,
-        bytes: node.bytes,
-    }
-}
-
 /// The counters and the number of diagnostics at some point of a compile.
 type Point = (Charges, usize);
 
@@ -429,47 +355,10 @@ fn compile_body(
             let decls = std::mem::take(&mut syntax.decls);
             (syntax, decls, None)
         }
-        Some(p) => {
-            let c = *p.checkpoint;
-            let mut counts = Vec::with_capacity(c.open.len() + 1);
-            counts.push(c.top);
-            counts.extend(c.open.iter().map(|level| level.tag.children));
-            let mut tags = Vec::with_capacity(c.open.len());
-            let mut segments = Vec::with_capacity(c.open.len());
-            for level in c.open {
-                tags.push(level.tag);
-                segments.push((level.children, level.own));
-            }
-            let resume = Resume {
-                at: c.at,
-                steps: c.parse.steps,
-                iterations: c.parse.iterations,
-                nodes: c.parse.nodes,
-                diagnostics: c.parse_diagnostics,
-                open: tags,
-            };
-            let Some(syntax) = parse_resumed(source, is_final, sink, budget, resume, keep)? else {
-                return Ok(Outcome::Restart);
-            };
-            let Some(taken) = take_nodes(p.block, &counts) else {
-                return Ok(Outcome::Restart);
-            };
-            let mut finished = taken.finished.into_iter();
-            let top = finished.next().unwrap_or_default();
-            let restored = finished
-                .zip(taken.open)
-                .zip(segments)
-                .map(|((finished, node), (children, own))| {
-                    Some(Restored {
-                        node,
-                        own,
-                        finished,
-                        children,
-                    })
-                })
-                .collect();
-            (syntax, c.decls, Some((top, c.top_segment, restored)))
-        }
+        Some(previous) => match resume(source, is_final, sink, budget, previous, keep)? {
+            Some(r) => (r.syntax, r.decls, Some((r.top, r.top_segment, r.restored))),
+            None => return Ok(Outcome::Restart),
+        },
     };
     block.diagnostics = std::mem::take(&mut syntax.diagnostics);
     let len16 = block.end;
@@ -1172,6 +1061,8 @@ pub(crate) fn check_action_target(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use ui_core::FrozenClock;
 
     use super::*;

@@ -958,78 +958,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 self.stack.push(idx);
                 return Ok(());
             }
-            let name_start = self.pos;
-            let Some(prop) = self.match_prop_name() else {
-                return self.wait_or(Code::InvalidProp, "Expected a prop name.");
-            };
-            if let Err(f) = check_key(prop) {
-                // The name is refused before it is consumed.
-                self.pos = name_start;
-                return Err(f);
+            if !self.prop(idx, props)? {
+                return Ok(());
             }
-            self.skip_ws()?;
-            if self.at_end() {
-                return self.wait_or(Code::InvalidSyntax, "Expected `=` after a prop name.");
-            }
-            if self.b[self.pos] != b'=' {
-                return Err(fail(
-                    Code::InvalidSyntax,
-                    format!("Expected `=` after the prop `{prop}`."),
-                ));
-            }
-            self.pos += 1;
-            self.skip_ws()?;
-            if self.at_end() {
-                return self.wait_or(Code::InvalidProp, "Expected a prop value.");
-            }
-            let value_start = self.pos;
-            let mut plain = None;
-            let mut integer = false;
-            let value: (usize, usize) = match self.b[self.pos] {
-                b'{' => match self.fast_braced_integer()? {
-                    Some(range) => {
-                        integer = true;
-                        range
-                    }
-                    None => match self.balanced()? {
-                        Some(range) => range,
-                        // A braced value cut off while streaming: the prop is absent and
-                        // the tag still ends after its name (§7.1 step 3).
-                        None => return Ok(()),
-                    },
-                },
-                q @ (b'"' | b'\'') => match self.quoted(q)? {
-                    Some(quoted) => {
-                        plain = quoted.plain_units;
-                        (quoted.start, quoted.end)
-                    }
-                    None => {
-                        self.partial_prop(idx, prop, value_start)?;
-                        return Ok(());
-                    }
-                },
-                _ => {
-                    return Err(fail(
-                        Code::InvalidProp,
-                        format!("The value of `{prop}` must be quoted or in braces."),
-                    ));
-                }
-            };
-            if self.out.props[props..]
-                .iter()
-                .any(|p| p.name(self.src) == prop)
-            {
-                return Err(fail(
-                    Code::DuplicateProp,
-                    format!("The prop `{prop}` is written twice."),
-                ));
-            }
-            let raw = &self.src[value.0..value.1];
-            let expr = match self.fast_prop_value(raw, plain, integer) {
-                Some(parsed) => parsed?,
-                None => parse_expression(raw, self.budget)?,
-            };
-            self.push_prop(idx, prop, expr);
         }
         let len = self.len();
         self.out.nodes[idx].end = len;
@@ -1042,6 +973,92 @@ impl<'s> Parser<'s, '_, '_, '_> {
             );
         }
         Ok(())
+    }
+
+    /// Reads one prop `name={…}` or `name="…"` of the tag `idx`, whose props start at
+    /// `props` in the arena: `Ok(true)` when it was read, `Ok(false)` when the tag's parse
+    /// stops here (input ended while streaming). `Err` fails the tag.
+    #[inline]
+    fn prop(&mut self, idx: usize, props: usize) -> Result<bool, Failure> {
+        let name_start = self.pos;
+        let Some(prop) = self.match_prop_name() else {
+            return self
+                .wait_or(Code::InvalidProp, "Expected a prop name.")
+                .map(|()| false);
+        };
+        if let Err(f) = check_key(prop) {
+            // The name is refused before it is consumed.
+            self.pos = name_start;
+            return Err(f);
+        }
+        self.skip_ws()?;
+        if self.at_end() {
+            return self
+                .wait_or(Code::InvalidSyntax, "Expected `=` after a prop name.")
+                .map(|()| false);
+        }
+        if self.b[self.pos] != b'=' {
+            return Err(fail(
+                Code::InvalidSyntax,
+                format!("Expected `=` after the prop `{prop}`."),
+            ));
+        }
+        self.pos += 1;
+        self.skip_ws()?;
+        if self.at_end() {
+            return self
+                .wait_or(Code::InvalidProp, "Expected a prop value.")
+                .map(|()| false);
+        }
+        let value_start = self.pos;
+        let mut plain = None;
+        let mut integer = false;
+        let value: (usize, usize) = match self.b[self.pos] {
+            b'{' => match self.fast_braced_integer()? {
+                Some(range) => {
+                    integer = true;
+                    range
+                }
+                None => match self.balanced()? {
+                    Some(range) => range,
+                    // A braced value cut off while streaming: the prop is absent and
+                    // the tag still ends after its name (§7.1 step 3).
+                    None => return Ok(false),
+                },
+            },
+            q @ (b'"' | b'\'') => match self.quoted(q)? {
+                Some(quoted) => {
+                    plain = quoted.plain_units;
+                    (quoted.start, quoted.end)
+                }
+                None => {
+                    self.partial_prop(idx, prop, value_start)?;
+                    return Ok(false);
+                }
+            },
+            _ => {
+                return Err(fail(
+                    Code::InvalidProp,
+                    format!("The value of `{prop}` must be quoted or in braces."),
+                ));
+            }
+        };
+        if self.out.props[props..]
+            .iter()
+            .any(|p| p.name(self.src) == prop)
+        {
+            return Err(fail(
+                Code::DuplicateProp,
+                format!("The prop `{prop}` is written twice."),
+            ));
+        }
+        let raw = &self.src[value.0..value.1];
+        let expr = match self.fast_prop_value(raw, plain, integer) {
+            Some(parsed) => parsed?,
+            None => parse_expression(raw, self.budget)?,
+        };
+        self.push_prop(idx, prop, expr);
+        Ok(true)
     }
 
     /// At the end of input inside a tag: wait for more text while streaming, else fail.

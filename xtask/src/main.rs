@@ -125,10 +125,39 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[],
         },
+        // The compiler without its fast paths (the `speedups` feature): the general paths
+        // alone must pass every test the fast paths pass.
+        Step {
+            label: "clippy-no-speedups",
+            program: "cargo",
+            args: &[
+                "clippy",
+                "-p",
+                "ui-compiler",
+                "--no-default-features",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            env: &[],
+        },
         Step {
             label: "test",
             program: "cargo",
             args: &["test", "--workspace", "--all-targets"],
+            env: &[("INSTA_UPDATE", "no")],
+        },
+        Step {
+            label: "test-no-speedups",
+            program: "cargo",
+            args: &[
+                "test",
+                "-p",
+                "ui-compiler",
+                "--no-default-features",
+                "--all-targets",
+            ],
             env: &[("INSTA_UPDATE", "no")],
         },
     ];

@@ -59,6 +59,7 @@ mod fallback;
 mod fence;
 mod inputs;
 pub mod lint;
+mod speedups;
 mod state;
 mod stream;
 mod syntax;

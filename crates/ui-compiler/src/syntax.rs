@@ -13,10 +13,12 @@ use ui_core::text::{
 };
 use ui_core::{Budget, Code, Diagnostic, Failure, TextRange, check_key};
 
-use crate::expr::{
-    Expr, Literal, parse_expression, parse_literal, parse_plain_literal, plain_integer,
-    plain_string,
-};
+use crate::expr::{Expr, parse_expression};
+use crate::speedups::Paths;
+#[cfg(feature = "speedups")]
+use crate::speedups::literal::{Literal, parse_literal};
+#[cfg(feature = "speedups")]
+use crate::speedups::props;
 
 /// A parsed declaration: `$name = value`.
 #[derive(Debug, Clone)]
@@ -33,6 +35,7 @@ pub(crate) enum DeclValue {
     Expr(Expr),
     /// A constant literal read by the fast path ([`parse_literal`]): what evaluating its
     /// expression gives, and charges.
+    #[cfg(feature = "speedups")]
     Literal(Literal),
 }
 
@@ -205,11 +208,14 @@ impl OpenTag {
     }
 }
 
-/// Shared state for building diagnostics of one block: ids, offsets and the cap.
+/// Shared state of one block's parse and compile: ids, offsets and the cap of its
+/// diagnostics, and the paths the parse takes.
 pub(crate) struct DiagSink<'a> {
     pub(crate) block_id: &'a str,
     pub(crate) map: &'a Utf16Map,
     pub(crate) cap: usize,
+    #[cfg_attr(not(feature = "speedups"), allow(dead_code))]
+    pub(crate) paths: Paths,
 }
 
 impl DiagSink<'_> {
@@ -259,23 +265,6 @@ const DECLARATION_SPECIAL: [bool; 256] = {
     }
     t
 };
-
-#[cfg(test)]
-thread_local! {
-    /// Set by tests to parse every declaration and prop value with the full path.
-    pub(crate) static FULL_PATH_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether declarations try the literal fast path ([`parse_literal`]) first, and prop
-/// values theirs (plain strings and integers).
-#[inline]
-fn fast_literals() -> bool {
-    #[cfg(test)]
-    if FULL_PATH_ONLY.get() {
-        return false;
-    }
-    true
-}
 
 fn fail(code: Code, message: impl Into<Box<str>>) -> Failure {
     Failure::new(code, message)
@@ -606,13 +595,8 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 ))
             } else {
                 let source = trim_js(&self.src[value_start..value_end]);
-                let fast = if fast_literals() {
-                    parse_literal(source, self.budget)
-                } else {
-                    None
-                };
-                match fast {
-                    Some(literal) => literal.map(DeclValue::Literal),
+                match self.fast_declaration(source) {
+                    Some(value) => value,
                     None => parse_expression(source, self.budget).map(DeclValue::Expr),
                 }
             };
@@ -626,6 +610,17 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 }
             }
         }
+    }
+
+    /// The literal fast path for a declaration's value, when it answers.
+    #[inline]
+    #[cfg_attr(not(feature = "speedups"), allow(unused_variables))]
+    fn fast_declaration(&mut self, source: &str) -> Option<Result<DeclValue, Failure>> {
+        #[cfg(feature = "speedups")]
+        if self.sink.paths.fast() {
+            return parse_literal(source, self.budget).map(|r| r.map(DeclValue::Literal));
+        }
+        None
     }
 
     /// Matches `\$NAME W* =` at `pos`; returns the end of the name and the offset after `=`.
@@ -827,24 +822,46 @@ impl<'s> Parser<'s, '_, '_, '_> {
         Ok(())
     }
 
-    /// A `{digits}` value at `pos` (which is `{`), of 1 to 15 ASCII digits: what
-    /// [`Parser::balanced`] does for it (the digits and the `}` charged one step each),
-    /// without its loop. Returns the digits' byte range, or `None` (nothing read) for
-    /// anything else.
-    fn braced_integer(&mut self) -> Result<Option<(usize, usize)>, Failure> {
-        let from = self.pos + 1;
-        let rest = self.b.get(from..).unwrap_or_default();
-        let digits = rest
-            .iter()
-            .take(16)
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        if digits == 0 || digits > 15 || rest.get(digits) != Some(&b'}') {
-            return Ok(None);
+    /// The fast path for a `{digits}` value at `pos` (which is `{`), of 1 to 15 ASCII
+    /// digits: what [`Parser::balanced`] does for it (the digits and the `}` charged one
+    /// step each), without its loop. Returns the digits' byte range, or `None` (nothing
+    /// read) for anything else, or without the fast paths.
+    #[inline]
+    fn fast_braced_integer(&mut self) -> Result<Option<(usize, usize)>, Failure> {
+        #[cfg(feature = "speedups")]
+        if self.sink.paths.fast()
+            && let Some((from, to)) = props::braced_integer(self.b, self.pos)
+        {
+            self.pos = to + 1;
+            self.budget.step((to - from) as u64 + 1)?;
+            return Ok(Some((from, to)));
         }
-        self.pos = from + digits + 1;
-        self.budget.step(digits as u64 + 1)?;
-        Ok(Some((from, from + digits)))
+        Ok(None)
+    }
+
+    /// The fast path for a prop value `raw` (quotes or braces included): a quoted string
+    /// without a backslash (`plain_units` its UTF-16 length between the quotes), a braced
+    /// integer (`integer`), or one of those shapes in braces. `None` when it does not
+    /// answer, or without the fast paths.
+    #[inline]
+    #[cfg_attr(not(feature = "speedups"), allow(unused_variables))]
+    fn fast_prop_value(
+        &mut self,
+        raw: &str,
+        plain_units: Option<u64>,
+        integer: bool,
+    ) -> Option<Result<Expr, Failure>> {
+        #[cfg(feature = "speedups")]
+        if self.sink.paths.fast() {
+            return if let Some(units) = plain_units {
+                props::plain_string(&raw[1..raw.len() - 1], units, self.budget)
+            } else if integer {
+                props::plain_integer(raw, self.budget)
+            } else {
+                props::parse_plain_literal(raw, self.budget)
+            };
+        }
+        None
     }
 
     /// Reads a balanced `{…}` body at `pos` (which is `{`). Returns the body's byte range,
@@ -941,88 +958,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 self.stack.push(idx);
                 return Ok(());
             }
-            let name_start = self.pos;
-            let Some(prop) = self.match_prop_name() else {
-                return self.wait_or(Code::InvalidProp, "Expected a prop name.");
-            };
-            if let Err(f) = check_key(prop) {
-                // The name is refused before it is consumed.
-                self.pos = name_start;
-                return Err(f);
+            if !self.prop(idx, props)? {
+                return Ok(());
             }
-            self.skip_ws()?;
-            if self.at_end() {
-                return self.wait_or(Code::InvalidSyntax, "Expected `=` after a prop name.");
-            }
-            if self.b[self.pos] != b'=' {
-                return Err(fail(
-                    Code::InvalidSyntax,
-                    format!("Expected `=` after the prop `{prop}`."),
-                ));
-            }
-            self.pos += 1;
-            self.skip_ws()?;
-            if self.at_end() {
-                return self.wait_or(Code::InvalidProp, "Expected a prop value.");
-            }
-            let value_start = self.pos;
-            let fast = fast_literals();
-            let mut plain = None;
-            let mut integer = false;
-            let value: (usize, usize) = match self.b[self.pos] {
-                b'{' => match if fast { self.braced_integer()? } else { None } {
-                    Some(range) => {
-                        integer = true;
-                        range
-                    }
-                    None => match self.balanced()? {
-                        Some(range) => range,
-                        // A braced value cut off while streaming: the prop is absent and
-                        // the tag still ends after its name (§7.1 step 3).
-                        None => return Ok(()),
-                    },
-                },
-                q @ (b'"' | b'\'') => match self.quoted(q)? {
-                    Some(quoted) => {
-                        plain = quoted.plain_units.filter(|_| fast);
-                        (quoted.start, quoted.end)
-                    }
-                    None => {
-                        self.partial_prop(idx, prop, value_start)?;
-                        return Ok(());
-                    }
-                },
-                _ => {
-                    return Err(fail(
-                        Code::InvalidProp,
-                        format!("The value of `{prop}` must be quoted or in braces."),
-                    ));
-                }
-            };
-            if self.out.props[props..]
-                .iter()
-                .any(|p| p.name(self.src) == prop)
-            {
-                return Err(fail(
-                    Code::DuplicateProp,
-                    format!("The prop `{prop}` is written twice."),
-                ));
-            }
-            let raw = &self.src[value.0..value.1];
-            let quick = if let Some(units) = plain {
-                plain_string(&raw[1..raw.len() - 1], units, self.budget)
-            } else if integer {
-                plain_integer(raw, self.budget)
-            } else if fast {
-                parse_plain_literal(raw, self.budget)
-            } else {
-                None
-            };
-            let expr = match quick {
-                Some(parsed) => parsed?,
-                None => parse_expression(raw, self.budget)?,
-            };
-            self.push_prop(idx, prop, expr);
         }
         let len = self.len();
         self.out.nodes[idx].end = len;
@@ -1035,6 +973,92 @@ impl<'s> Parser<'s, '_, '_, '_> {
             );
         }
         Ok(())
+    }
+
+    /// Reads one prop `name={…}` or `name="…"` of the tag `idx`, whose props start at
+    /// `props` in the arena: `Ok(true)` when it was read, `Ok(false)` when the tag's parse
+    /// stops here (input ended while streaming). `Err` fails the tag.
+    #[inline]
+    fn prop(&mut self, idx: usize, props: usize) -> Result<bool, Failure> {
+        let name_start = self.pos;
+        let Some(prop) = self.match_prop_name() else {
+            return self
+                .wait_or(Code::InvalidProp, "Expected a prop name.")
+                .map(|()| false);
+        };
+        if let Err(f) = check_key(prop) {
+            // The name is refused before it is consumed.
+            self.pos = name_start;
+            return Err(f);
+        }
+        self.skip_ws()?;
+        if self.at_end() {
+            return self
+                .wait_or(Code::InvalidSyntax, "Expected `=` after a prop name.")
+                .map(|()| false);
+        }
+        if self.b[self.pos] != b'=' {
+            return Err(fail(
+                Code::InvalidSyntax,
+                format!("Expected `=` after the prop `{prop}`."),
+            ));
+        }
+        self.pos += 1;
+        self.skip_ws()?;
+        if self.at_end() {
+            return self
+                .wait_or(Code::InvalidProp, "Expected a prop value.")
+                .map(|()| false);
+        }
+        let value_start = self.pos;
+        let mut plain = None;
+        let mut integer = false;
+        let value: (usize, usize) = match self.b[self.pos] {
+            b'{' => match self.fast_braced_integer()? {
+                Some(range) => {
+                    integer = true;
+                    range
+                }
+                None => match self.balanced()? {
+                    Some(range) => range,
+                    // A braced value cut off while streaming: the prop is absent and
+                    // the tag still ends after its name (§7.1 step 3).
+                    None => return Ok(false),
+                },
+            },
+            q @ (b'"' | b'\'') => match self.quoted(q)? {
+                Some(quoted) => {
+                    plain = quoted.plain_units;
+                    (quoted.start, quoted.end)
+                }
+                None => {
+                    self.partial_prop(idx, prop, value_start)?;
+                    return Ok(false);
+                }
+            },
+            _ => {
+                return Err(fail(
+                    Code::InvalidProp,
+                    format!("The value of `{prop}` must be quoted or in braces."),
+                ));
+            }
+        };
+        if self.out.props[props..]
+            .iter()
+            .any(|p| p.name(self.src) == prop)
+        {
+            return Err(fail(
+                Code::DuplicateProp,
+                format!("The prop `{prop}` is written twice."),
+            ));
+        }
+        let raw = &self.src[value.0..value.1];
+        let expr = match self.fast_prop_value(raw, plain, integer) {
+            Some(parsed) => parsed?,
+            None => parse_expression(raw, self.budget)?,
+        };
+        self.push_prop(idx, prop, expr);
+        Ok(true)
     }
 
     /// At the end of input inside a tag: wait for more text while streaming, else fail.

@@ -42,18 +42,21 @@ pub mod text;
 mod value;
 pub mod view;
 
-pub use budget::{
-    Budget, CLOCK_CHECK_STEPS, Clock, FrozenClock, ManualClock, SystemClock, check_key,
-};
+pub use budget::{Budget, Clock, FrozenClock, ManualClock, SystemClock};
 pub use code::{Code, HostCode, WireCode};
 pub use diag::{Diagnostic, Failure, TextRange};
 pub use limits::{HostLimits, LimitsError, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 pub use props::{PropMap, Props, ReadProps};
-pub use value::{
-    FORBIDDEN_KEYS, Kind, Number, Record, RecordHasher, Value, array_index, for_each_in_js_order,
-    is_forbidden_key, number_text, record_with_capacity, write_number,
-};
+pub use value::{FORBIDDEN_KEYS, Kind, Number, Record, Value, is_forbidden_key, number_text};
 pub use view::{View, ViewAction, ViewBinding, ViewNode};
+
+// Helpers the compiler shares with this crate (the declaration-name check, the record
+// hasher and preallocation, canonical array indices, the clock's check interval for the
+// limits tests): public for the workspace, not part of the API a host uses.
+#[doc(hidden)]
+pub use budget::{CLOCK_CHECK_STEPS, check_key};
+#[doc(hidden)]
+pub use value::{RecordHasher, array_index, record_with_capacity};
 
 /// The catalog version every compiled block carries (`UI_CATALOG_VERSION`).
 pub const CATALOG_VERSION: u32 = 1;

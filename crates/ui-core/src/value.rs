@@ -350,7 +350,7 @@ impl Value {
 /// Visits a record's entries in JavaScript property order: canonical array-index keys
 /// (`"0"`, `"10"`, … below 2³²−1) first in ascending numeric order, then the others in
 /// insertion order.
-pub fn for_each_in_js_order<E>(
+pub(crate) fn for_each_in_js_order<E>(
     record: &Record,
     mut visit: impl FnMut(&str, &Value) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -431,7 +431,7 @@ pub fn number_text(x: f64) -> String {
 }
 
 /// Writes [`number_text`] into `out`.
-pub fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
+pub(crate) fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
     if x == 0.0 {
         return out.write_char('0');
     }

@@ -1,18 +1,17 @@
 //! The evaluator of the expression language (`language.md` §10.5–§10.9).
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::sync::Arc;
 
 use ui_core::limits::MAX_ROUND_DIGITS;
 use ui_core::text::utf16_len;
-use ui_core::{
-    Budget, Code, Failure, Number, Record, UiLimits, Value, array_index, is_forbidden_key,
-    number_text,
-};
+use ui_core::{Budget, Code, Failure, Number, Record, Value, array_index, number_text};
 
 use super::ast::{BinaryOp, Expr, UnaryOp};
-use super::{MAX_RECURSION, guard_depth, invalid_expression, invalid_value, safe_key};
+use super::{guard_depth, invalid_expression, invalid_value, safe_key};
+use crate::speedups::Paths;
+#[cfg(feature = "speedups")]
+use crate::speedups::filter::Predicate;
 
 /// Evaluates `expr` against the variables `vars` (`evaluateUiExpression`).
 ///
@@ -37,6 +36,17 @@ use super::{MAX_RECURSION, guard_depth, invalid_expression, invalid_value, safe_
 /// assert_eq!(value, Value::from("Ann & Bo!"));
 /// ```
 pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<Value, Failure> {
+    evaluate_with(expr, vars, budget, Paths::DEFAULT)
+}
+
+/// [`evaluate`] through the given paths.
+#[inline]
+pub(crate) fn evaluate_with(
+    expr: &Expr,
+    vars: &Record,
+    budget: &mut Budget<'_>,
+    paths: Paths,
+) -> Result<Value, Failure> {
     // The boundary copy is charged in full, but values are immutable, so the scope shares
     // the variables' allocations.
     match expr {
@@ -47,7 +57,7 @@ pub fn evaluate(expr: &Expr, vars: &Record, budget: &mut Budget<'_>) -> Result<V
         }
         _ => {
             budget.charge_record(vars)?;
-            evaluate_in_scope(expr, vars, budget)
+            eval(expr, &Scope::Root(vars, paths), budget, 0)
         }
     }
 }
@@ -105,13 +115,14 @@ pub fn evaluate_in_scope(
     scope: &Record,
     budget: &mut Budget<'_>,
 ) -> Result<Value, Failure> {
-    eval(expr, &Scope::Root(scope), budget, 0)
+    eval(expr, &Scope::Root(scope, Paths::DEFAULT), budget, 0)
 }
 
 /// The variables visible to an expression: the copied scope, extended by `@Filter` locals.
+/// The root also says which paths the evaluation takes.
 #[derive(Clone, Copy)]
-enum Scope<'a> {
-    Root(&'a Record),
+pub(crate) enum Scope<'a> {
+    Root(&'a Record, Paths),
     Local {
         name: &'a str,
         value: &'a Value,
@@ -120,11 +131,23 @@ enum Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn lookup(&self, name: &str) -> Option<&Value> {
+    /// The paths the evaluation takes.
+    #[cfg(feature = "speedups")]
+    fn paths(&self) -> Paths {
         let mut scope = self;
         loop {
             match scope {
-                Scope::Root(record) => return record.get(name),
+                Scope::Root(_, paths) => return *paths,
+                Scope::Local { parent, .. } => scope = parent,
+            }
+        }
+    }
+
+    pub(crate) fn lookup(&self, name: &str) -> Option<&Value> {
+        let mut scope = self;
+        loop {
+            match scope {
+                Scope::Root(record, _) => return record.get(name),
                 Scope::Local {
                     name: local,
                     value,
@@ -144,7 +167,7 @@ fn unknown_field(name: &str) -> Failure {
     Failure::new(Code::RefusedAccess, format!("Unknown own field {name}."))
 }
 
-fn count(n: usize) -> Value {
+pub(crate) fn count(n: usize) -> Value {
     Value::Number(Number::new(n as f64).unwrap_or_default())
 }
 
@@ -181,7 +204,7 @@ fn own_value(value: &Value, key: &Value) -> Result<Value, Failure> {
 
 /// The field name a key denotes: a string as it is, a number as its JavaScript text;
 /// anything else is refused.
-fn field_name(key: &Value) -> Result<Cow<'_, str>, Failure> {
+pub(crate) fn field_name(key: &Value) -> Result<Cow<'_, str>, Failure> {
     match key {
         Value::String(s) => Ok(Cow::Borrowed(s)),
         Value::Number(n) => Ok(Cow::Owned(number_text(n.get()))),
@@ -194,7 +217,7 @@ fn field_name(key: &Value) -> Result<Cow<'_, str>, Failure> {
 
 /// The own field `name` (already checked by `safeKey`) of a record or an array, borrowed
 /// where it is stored.
-fn own_field<'v>(value: &'v Value, name: &str) -> Result<Cow<'v, Value>, Failure> {
+pub(crate) fn own_field<'v>(value: &'v Value, name: &str) -> Result<Cow<'v, Value>, Failure> {
     let found = match value {
         Value::Record(record) => record.get(name).map(Cow::Borrowed),
         Value::Array(items) if name == "length" => Some(Cow::Owned(count(items.len()))),
@@ -305,7 +328,7 @@ fn binary(
 }
 
 /// A prefix operator on its evaluated operand.
-fn unary(op: UnaryOp, value: &Value) -> Result<Value, Failure> {
+pub(crate) fn unary(op: UnaryOp, value: &Value) -> Result<Value, Failure> {
     match op {
         UnaryOp::Not => Ok(Value::Bool(!value.is_truthy())),
         UnaryOp::Neg => finite(-numeric(value)?, "The result must be finite."),
@@ -316,7 +339,7 @@ fn unary(op: UnaryOp, value: &Value) -> Result<Value, Failure> {
 /// An infix operator on its evaluated operands (for `&&` and `||`, only once the left
 /// one did not decide: the right one). `charge` pays for a concatenation's result
 /// (`string(result)`) before it is built.
-fn operate(
+pub(crate) fn operate(
     op: BinaryOp,
     l: &Value,
     r: &Value,
@@ -480,15 +503,9 @@ fn call(
 }
 
 /// `@Filter`'s loop: for each item, 1 iteration, then the predicate in `scope` extended
-/// with `local = item`, which must give a boolean.
-///
-/// The predicate is first [prepared](Predicate::prepare) when it can be; each item then
-/// runs through the prepared form, which charges nothing and says what the general
-/// evaluation would charge for it, and the item's charges are [replayed](Budget::replay)
-/// as one lump. Wherever the prepared form cannot vouch for the result (the general
-/// evaluation could fail: a failure, a non-boolean result, a lump that does not fit) the
-/// item is evaluated the general way instead, from its iteration on: it fails where and
-/// as it always did, with the same counters.
+/// with `local = item`, which must give a boolean. Through the fast paths, items go
+/// through a prepared predicate where it vouches for the result
+/// ([`speedups::filter`](crate::speedups::filter)).
 fn filter(
     items: &[Value],
     local: &str,
@@ -497,14 +514,16 @@ fn filter(
     budget: &mut Budget<'_>,
     d: u64,
 ) -> Result<Value, Failure> {
-    let prepared = if items.len() >= PREPARE_MIN_ITEMS && !general_only() {
-        Predicate::prepare(predicate, local, scope, budget.limits(), d)
-    } else {
-        None
+    #[cfg(feature = "speedups")]
+    let prepared = match scope.paths().fast() {
+        true => Predicate::prepare_for(items, predicate, local, scope, budget.limits(), d),
+        false => None,
     };
+    #[cfg(feature = "speedups")]
     let string_length = budget.limits().string_length();
     let mut kept = Vec::new();
     for item in items {
+        #[cfg(feature = "speedups")]
         if let Some(prepared) = &prepared {
             // The item's iteration and the predicate's charges.
             let mut steps = 1;
@@ -530,295 +549,6 @@ fn filter(
         }
     }
     Ok(Value::array(kept))
-}
-
-/// Lists shorter than this are filtered the general way: preparing would cost more than
-/// it saves.
-const PREPARE_MIN_ITEMS: usize = 2;
-
-#[cfg(test)]
-thread_local! {
-    /// Set by tests to filter every list the general way, as a reference.
-    static GENERAL_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-#[cfg(test)]
-fn general_only() -> bool {
-    GENERAL_ONLY.with(std::cell::Cell::get)
-}
-
-#[cfg(not(test))]
-#[inline(always)]
-fn general_only() -> bool {
-    false
-}
-
-/// A `@Filter` predicate prepared for all the items of one call.
-///
-/// What does not change from item to item is done once: references to anything but the
-/// local are looked up in the enclosing scope (which stays the same during the call),
-/// constant field names are checked and converted, the fixed charges of every node are
-/// summed, and the static checks (nesting depth, literal string lengths, `safeKey`) are
-/// made. Only the shapes whose charges are simple are prepared: literals of scalars,
-/// references, member access, unary and binary operators. A helper call, an array or
-/// record literal or an unknown node anywhere (within the depth limit) leaves the
-/// predicate to the general evaluation.
-struct Predicate<'a> {
-    /// What the node charges whatever its operands give: `depth(d)` and 1 step, and for a
-    /// literal its copy (`depth(0)` and `string(s)`).
-    charge: u64,
-    kind: Kind<'a>,
-}
-
-enum Kind<'a> {
-    /// The `@Filter` local: the item.
-    Item,
-    /// The same value for every item: a scalar literal or a variable of the enclosing
-    /// scope.
-    Fixed(&'a Value),
-    /// A node whose evaluation fails whatever the item: deeper than the limits, a
-    /// forbidden or unknown name, a literal string over `stringLength`, a constant key
-    /// that is not a field name. The general evaluation says how.
-    Fails,
-    /// Own-field access with a constant key, checked by `safeKey`.
-    Field {
-        object: Box<Predicate<'a>>,
-        /// What the key node charges.
-        key_charge: u64,
-        name: Cow<'a, str>,
-        /// The canonical array index `name` denotes, if any.
-        index: Option<u32>,
-        /// Where `name` was in the last record read: records of one list tend to share
-        /// their key order.
-        slot: Cell<usize>,
-    },
-    /// Own-field access with a computed key.
-    Member {
-        object: Box<Predicate<'a>>,
-        key: Box<Predicate<'a>>,
-    },
-    Unary {
-        op: UnaryOp,
-        value: Box<Predicate<'a>>,
-    },
-    Binary {
-        op: BinaryOp,
-        left: Box<Predicate<'a>>,
-        right: Box<Predicate<'a>>,
-    },
-}
-
-impl<'a> Predicate<'a> {
-    /// Prepares `expr`, evaluated at depth `d` in `scope` extended with `local`; `None`
-    /// when its shape is not one that is prepared.
-    fn prepare(
-        expr: &'a Expr,
-        local: &str,
-        scope: &'a Scope<'a>,
-        limits: &UiLimits,
-        d: u64,
-    ) -> Option<Predicate<'a>> {
-        // `depth(d)` and 1 step.
-        let node = |kind| Some(Predicate { charge: 2, kind });
-        if d > limits.depth() || d > MAX_RECURSION {
-            return node(Kind::Fails);
-        }
-        let prepare = |expr| Predicate::prepare(expr, local, scope, limits, d + 1).map(Box::new);
-        match expr {
-            Expr::Literal(value @ (Value::Null | Value::Bool(_) | Value::Number(_))) => {
-                Some(Predicate {
-                    charge: 3,
-                    kind: Kind::Fixed(value),
-                })
-            }
-            Expr::Literal(value @ Value::String(s)) => {
-                let units = utf16_len(s) as u64;
-                Some(Predicate {
-                    charge: 3 + units,
-                    kind: if units > limits.string_length() {
-                        Kind::Fails
-                    } else {
-                        Kind::Fixed(value)
-                    },
-                })
-            }
-            Expr::Reference(name) if is_forbidden_key(name) => node(Kind::Fails),
-            Expr::Reference(name) if name == local => node(Kind::Item),
-            Expr::Reference(name) => node(scope.lookup(name).map_or(Kind::Fails, Kind::Fixed)),
-            Expr::Member { object, key } => {
-                let object = prepare(object)?;
-                let key = prepare(key)?;
-                let Kind::Fixed(constant) = key.kind else {
-                    return node(Kind::Member { object, key });
-                };
-                let name = match field_name(constant) {
-                    Ok(name) if !is_forbidden_key(&name) => name,
-                    _ => return node(Kind::Fails),
-                };
-                node(Kind::Field {
-                    object,
-                    key_charge: key.charge,
-                    index: array_index(&name),
-                    name,
-                    slot: Cell::new(0),
-                })
-            }
-            Expr::Unary { op, value } => node(Kind::Unary {
-                op: *op,
-                value: prepare(value)?,
-            }),
-            Expr::Binary { op, left, right } => node(Kind::Binary {
-                op: *op,
-                left: prepare(left)?,
-                right: prepare(right)?,
-            }),
-            Expr::Literal(_)
-            | Expr::Array(_)
-            | Expr::Object(_)
-            | Expr::Call { .. }
-            | Expr::Unknown(_) => None,
-        }
-    }
-
-    /// [`Predicate::run`] for the whole predicate: its boolean, `None` also for any other
-    /// value. The usual comparison is done in place.
-    #[inline]
-    fn test(&self, item: &Value, steps: &mut u64, string_length: u64) -> Option<bool> {
-        if let Kind::Binary {
-            op: op @ (BinaryOp::Eq | BinaryOp::StrictEq | BinaryOp::Ne | BinaryOp::StrictNe),
-            left,
-            right,
-        } = &self.kind
-        {
-            *steps += self.charge;
-            let left = left.operand(item, steps, string_length)?;
-            let right = right.operand(item, steps, string_length)?;
-            let same = left.identical(&right);
-            return Some(same == matches!(op, BinaryOp::Eq | BinaryOp::StrictEq));
-        }
-        match self.run(item, steps, string_length)?.as_ref() {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-
-    /// [`Predicate::run`] with the leaves done in place (most operands are the item or a
-    /// fixed value).
-    #[inline(always)]
-    fn operand<'v>(
-        &'v self,
-        item: &'v Value,
-        steps: &mut u64,
-        string_length: u64,
-    ) -> Option<Cow<'v, Value>> {
-        match &self.kind {
-            Kind::Item => {
-                *steps += self.charge;
-                Some(Cow::Borrowed(item))
-            }
-            Kind::Fixed(value) => {
-                *steps += self.charge;
-                Some(Cow::Borrowed(value))
-            }
-            _ => self.run(item, steps, string_length),
-        }
-    }
-
-    /// Evaluates the predicate with `item` as the local, adding to `steps` what the
-    /// general evaluation charges; `None` wherever that evaluation fails (the caller then
-    /// runs it to fail as it does).
-    fn run<'v>(
-        &'v self,
-        item: &'v Value,
-        steps: &mut u64,
-        string_length: u64,
-    ) -> Option<Cow<'v, Value>> {
-        *steps += self.charge;
-        match &self.kind {
-            Kind::Item => Some(Cow::Borrowed(item)),
-            Kind::Fixed(value) => Some(Cow::Borrowed(value)),
-            Kind::Fails => None,
-            Kind::Field {
-                object,
-                key_charge,
-                name,
-                index,
-                slot,
-            } => {
-                // Only arrays and records have fields, and computed values are scalars.
-                let Cow::Borrowed(object) = object.operand(item, steps, string_length)? else {
-                    return None;
-                };
-                *steps += key_charge;
-                match object {
-                    Value::Record(record) => {
-                        if let Some((key, value)) = record.get_index(slot.get())
-                            && key == name
-                        {
-                            return Some(Cow::Borrowed(value));
-                        }
-                        let (at, _, value) = record.get_full(name.as_ref())?;
-                        slot.set(at);
-                        Some(Cow::Borrowed(value))
-                    }
-                    Value::Array(items) if name == "length" => Some(Cow::Owned(count(items.len()))),
-                    Value::Array(items) => {
-                        index.and_then(|i| items.get(i as usize)).map(Cow::Borrowed)
-                    }
-                    _ => None,
-                }
-            }
-            Kind::Member { object, key } => {
-                let object = object.operand(item, steps, string_length)?;
-                let key = key.operand(item, steps, string_length)?;
-                let name = field_name(&key).ok()?;
-                if is_forbidden_key(&name) {
-                    return None;
-                }
-                match object {
-                    Cow::Borrowed(object) => own_field(object, &name).ok(),
-                    Cow::Owned(_) => None,
-                }
-            }
-            Kind::Unary { op, value } => {
-                let value = value.operand(item, steps, string_length)?;
-                unary(*op, &value).ok().map(Cow::Owned)
-            }
-            Kind::Binary { op, left, right } => {
-                let left = left.operand(item, steps, string_length)?;
-                match op {
-                    BinaryOp::And if !left.is_truthy() => return Some(left),
-                    BinaryOp::Or if left.is_truthy() => return Some(left),
-                    BinaryOp::And | BinaryOp::Or => {
-                        return right.operand(item, steps, string_length);
-                    }
-                    _ => {}
-                }
-                let right = right.operand(item, steps, string_length)?;
-                // The usual comparison, without `operate`'s dispatch.
-                match op {
-                    BinaryOp::Eq | BinaryOp::StrictEq => {
-                        return Some(Cow::Owned(Value::Bool(left.identical(&right))));
-                    }
-                    BinaryOp::Ne | BinaryOp::StrictNe => {
-                        return Some(Cow::Owned(Value::Bool(!left.identical(&right))));
-                    }
-                    _ => {}
-                }
-                operate(*op, &left, &right, |units| {
-                    // `string(result)`: the steps, then the length check.
-                    *steps += units;
-                    if units > string_length {
-                        Err(invalid_value(""))
-                    } else {
-                        Ok(())
-                    }
-                })
-                .ok()
-                .map(Cow::Owned)
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -884,189 +614,5 @@ mod tests {
         assert!(js_round(-0.2).is_sign_negative());
         assert_eq!(js_round(-0.6), -1.0);
         assert_eq!(js_round(4_503_599_627_370_497.0), 4_503_599_627_370_497.0);
-    }
-}
-
-#[cfg(test)]
-mod filter_tests {
-    use proptest::prelude::*;
-    use ui_core::{Budget, FrozenClock, Record, UiLimits, Value};
-
-    use super::{GENERAL_ONLY, evaluate};
-    use crate::expr::parse_expression;
-
-    static CLOCK: FrozenClock = FrozenClock(0.0);
-
-    /// Predicates over the local `x` (and `y` of an inner `@Filter`): mostly booleans
-    /// made of the prepared shapes, with failures of every kind, and a few shapes that are
-    /// left to the general evaluation.
-    fn predicate() -> impl Strategy<Value = String> {
-        let value = prop_oneof![
-            6 => Just("x.a"),
-            2 => Just("x"),
-            1 => Just("x.c"),
-            1 => Just("x[\"a\"]"),
-            1 => Just("x[0]"),
-            1 => Just("x[$k]"),
-            4 => Just("$s"),
-            1 => Just("$rec"),
-            1 => Just("$rec.a"),
-            1 => Just("$missing"),
-            1 => Just("y"),
-            1 => Just("y.a"),
-            1 => Just("null"),
-            3 => Just("\"ab\""),
-            1 => Just("\"\""),
-            1 => Just("\"abcdefgh😀\""),
-            1 => Just("(x.a + \"!\")"),
-            1 => Just("(x.a + x.b)"),
-            1 => Just("[x][0]"),
-        ];
-        let number = prop_oneof![
-            6 => Just("x.b"),
-            2 => Just("$n"),
-            2 => Just("1"),
-            1 => Just("2.5"),
-            1 => Just("0"),
-            1 => Just("x.length"),
-            1 => Just("$rec.b"),
-            1 => Just("@Count(x.a)"),
-            1 => Just("(x.b * 2)"),
-            1 => Just("(x.b % $n)"),
-            1 => Just("(1 / x.b)"),
-            1 => Just("-x.b"),
-            1 => Just("+x.a"),
-        ];
-        let leaf = prop_oneof![
-            4 => (value.clone(), prop_oneof![Just("=="), Just("!="), Just("===")], value.clone())
-                .prop_map(|(l, op, r)| format!("({l} {op} {r})")),
-            3 => (number.clone(), prop_oneof![Just("<"), Just(">="), Just("=="), Just(">")], number)
-                .prop_map(|(l, op, r)| format!("({l} {op} {r})")),
-            1 => value.clone().prop_map(|v| format!("!{v}")),
-            1 => value.prop_map(str::to_owned),
-            1 => prop_oneof![Just("true"), Just("false"), Just("x.d"), Just("!x.d")]
-                .prop_map(str::to_owned),
-        ];
-        leaf.prop_recursive(3, 12, 2, |inner| {
-            prop_oneof![
-                4 => (inner.clone(), prop_oneof![Just("&&"), Just("||")], inner.clone())
-                    .prop_map(|(l, op, r)| format!("({l} {op} {r})")),
-                1 => inner.clone().prop_map(|e| format!("!{e}")),
-                1 => (inner.clone(), inner.clone()).prop_map(|(l, r)| format!("({l} == {r})")),
-                1 => inner.prop_map(|e| format!("(@Count(@Filter($rows, y, {e})) > 0)")),
-            ]
-        })
-    }
-
-    /// Items: records sharing or not their key order, scalars, lists, and `$rec` itself.
-    fn item(rec: Value) -> impl Strategy<Value = Value> {
-        let scalar = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            (-2..4i32).prop_map(Value::from),
-            prop_oneof![Just("ab"), Just(""), Just("x😀")].prop_map(Value::from),
-        ];
-        let key = prop_oneof![Just("a"), Just("b"), Just("1"), Just("c"), Just("d")];
-        let text = prop_oneof![Just("ab"), Just("cd"), Just(""), Just("x😀")];
-        prop_oneof![
-            // The usual shape: the same keys in the same order.
-            8 => (text, -2..4i32, any::<bool>()).prop_map(|(a, b, d)| {
-                let mut record = Record::default();
-                record.insert("a".into(), Value::from(a));
-                record.insert("b".into(), Value::from(b));
-                record.insert("d".into(), Value::Bool(d));
-                Value::record(record)
-            }),
-            2 => prop::collection::vec((key, scalar.clone()), 0..4).prop_map(|entries| {
-                Value::record(entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-            }),
-            2 => scalar.clone(),
-            1 => prop::collection::vec(scalar, 0..3).prop_map(Value::array),
-            1 => Just(rec),
-        ]
-    }
-
-    fn variables() -> impl Strategy<Value = Record> {
-        let rec = Value::from_json_str(r#"{"a": "ab", "b": 1, "d": true}"#).unwrap();
-        (
-            prop::collection::vec(item(rec.clone()), 0..9),
-            prop_oneof![Just("a"), Just("1"), Just("length"), Just("prototype")],
-        )
-            .prop_map(move |(rows, k)| {
-                let mut vars = Record::default();
-                vars.insert("$rows".into(), Value::array(rows));
-                vars.insert("$s".into(), Value::from("ab"));
-                vars.insert("$n".into(), Value::from(1));
-                vars.insert("$rec".into(), rec.clone());
-                vars.insert("$k".into(), Value::from(k));
-                vars
-            })
-    }
-
-    /// The result of evaluating `source` one way, and the counters after it.
-    fn run(
-        source: &str,
-        vars: &Record,
-        limits: UiLimits,
-        general: bool,
-    ) -> (Result<Value, ui_core::Failure>, (u64, u64, u64)) {
-        let mut parse_budget = Budget::new(UiLimits::DEFAULT, &CLOCK);
-        let expr = parse_expression(source, &mut parse_budget).unwrap();
-        let mut budget = Budget::new(limits, &CLOCK);
-        GENERAL_ONLY.with(|only| only.set(general));
-        let result = evaluate(&expr, vars, &mut budget);
-        GENERAL_ONLY.with(|only| only.set(false));
-        (
-            result,
-            (budget.steps(), budget.iterations(), budget.nodes()),
-        )
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-
-        /// A prepared `@Filter` gives what the general evaluation gives: the same value
-        /// (kept items identical to the listed ones), or the same failure, and the same
-        /// counters afterwards, under limits tight enough to fail anywhere on the way.
-        #[test]
-        fn prepared_filters_evaluate_as_the_general_path(
-            predicate in predicate(),
-            wrap in 0..3u8,
-            vars in variables(),
-            steps in prop_oneof![1 => 1u64..600, 2 => Just(20_000)],
-            iterations in prop_oneof![1 => 1u64..60, 2 => Just(2_000)],
-            depth in prop_oneof![1 => 1u64..10, 2 => Just(32)],
-            string_length in prop_oneof![1 => 1u64..12, 2 => Just(100)],
-        ) {
-            let filter = format!("@Filter($rows, x, {predicate})");
-            let source = match wrap {
-                0 => filter,
-                1 => format!("@Count({filter})"),
-                _ => format!("@Filter($rows, z, @Count({filter}) > 1)"),
-            };
-            let limits = UiLimits::DEFAULT
-                .with("steps", steps).unwrap()
-                .with("iterations", iterations).unwrap()
-                .with("depth", depth).unwrap()
-                .with("stringLength", string_length).unwrap();
-            let (fast, fast_counters) = run(&source, &vars, limits, false);
-            let (general, general_counters) = run(&source, &vars, limits, true);
-            match (&fast, &general) {
-                (Ok(a), Ok(b)) => {
-                    prop_assert_eq!(a, b);
-                    if let (Value::Array(a), Value::Array(b)) = (a, b) {
-                        for (a, b) in a.iter().zip(b.iter()) {
-                            prop_assert!(a.identical(b) || a.is_scalar());
-                        }
-                    }
-                }
-                (Err(a), Err(b)) => {
-                    prop_assert_eq!(a.code, b.code);
-                    prop_assert_eq!(&a.message, &b.message);
-                }
-                _ => prop_assert!(false, "{source}: {fast:?} but {general:?}"),
-            }
-            prop_assert_eq!(fast_counters, general_counters);
-        }
     }
 }

@@ -187,7 +187,7 @@ impl<'s> Lexer<'s> {
 }
 
 /// Four ASCII hex digits at the start of `bytes`.
-pub(super) fn hex4(bytes: &[u8]) -> Option<u32> {
+pub(crate) fn hex4(bytes: &[u8]) -> Option<u32> {
     let digits = bytes.get(..4)?;
     digits.iter().try_fold(0u32, |acc, &b| {
         let d = char::from(b).to_digit(16)?;
@@ -200,7 +200,7 @@ fn digits_len(bytes: &[u8]) -> usize {
 }
 
 /// `^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?`
-pub(super) fn number_len(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn number_len(bytes: &[u8]) -> Option<usize> {
     let int = digits_len(bytes);
     let mut len = if int > 0 {
         if bytes.get(int) == Some(&b'.') {
@@ -231,7 +231,7 @@ pub(super) fn number_len(bytes: &[u8]) -> Option<usize> {
 }
 
 /// `^[$@]?[A-Za-z_][A-Za-z0-9_]*`
-pub(super) fn name_len(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn name_len(bytes: &[u8]) -> Option<usize> {
     let sigil = usize::from(matches!(bytes.first(), Some(b'$' | b'@')));
     let head = *bytes.get(sigil)?;
     if !(head.is_ascii_alphabetic() || head == b'_') {

@@ -27,9 +27,8 @@
 //! [`Value`]: ui_core::Value
 
 mod ast;
-mod eval;
-mod lex;
-mod literal;
+pub(crate) mod eval;
+pub(crate) mod lex;
 mod parse;
 
 use ui_core::{Budget, Code, Failure, is_forbidden_key};
@@ -37,16 +36,12 @@ use ui_core::{Budget, Code, Failure, is_forbidden_key};
 pub use ast::{BinaryOp, Expr, UnaryOp};
 pub(crate) use eval::evaluate_owned;
 pub use eval::{evaluate, evaluate_in_scope};
-#[cfg(test)]
-pub(crate) use literal::tests as literal_tests;
-pub(crate) use literal::{Literal, parse_literal};
 pub use parse::{parse_expression, parse_stop};
-pub(crate) use parse::{parse_plain_literal, plain_integer, plain_string};
 
 /// Hard cap on parser and evaluator recursion, whatever the `depth` limit says, so that an
 /// absurdly high limit cannot overflow the stack. Exceeding it fails `budget_exceeded`
 /// like the depth limit itself.
-const MAX_RECURSION: u64 = 256;
+pub(crate) const MAX_RECURSION: u64 = 256;
 
 /// `depth(d)` of the cost model, plus the hard recursion cap.
 #[inline]
@@ -81,6 +76,6 @@ fn incomplete_expression(message: impl Into<Box<str>>) -> Failure {
     Failure::new(Code::IncompleteExpression, message)
 }
 
-fn invalid_value(message: impl Into<Box<str>>) -> Failure {
+pub(crate) fn invalid_value(message: impl Into<Box<str>>) -> Failure {
     Failure::new(Code::InvalidValue, message)
 }

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::Arc;
 
 use indexmap::IndexMap;
 use ui_core::catalog::{self, Component};
@@ -16,10 +15,15 @@ use ui_core::{
 use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
+use crate::speedups::Paths;
 use crate::syntax::{
-    Decl, DeclValue, DiagSink, OpenAt, OpenTag, Resume, SynKind, SynNode, SynProp, Syntax, parse,
-    parse_resumed,
+    Decl, DeclValue, DiagSink, OpenAt, OpenTag, SynKind, SynNode, SynProp, Syntax, parse,
 };
+
+mod resume;
+
+pub(crate) use resume::Previous;
+use resume::resume;
 
 /// What a host tells the compiler about its query sources: whether a source is registered
 /// and whether it accepts a block's evaluated arguments.
@@ -200,17 +204,6 @@ impl Checkpoint {
     }
 }
 
-/// An earlier compile of the same block: its source, its block, and the checkpoint it
-/// left.
-#[derive(Debug)]
-pub(crate) struct Previous<'p> {
-    pub(crate) source: &'p str,
-    /// The finished nodes before the checkpoint are reused: moved out when the block is not
-    /// shared (it then loses them), cloned otherwise.
-    pub(crate) block: &'p mut Arc<Block>,
-    pub(crate) checkpoint: Box<Checkpoint>,
-}
-
 /// What [`compile_body`] did.
 enum Outcome {
     /// The block is compiled; with the checkpoint it leaves, if any.
@@ -256,6 +249,7 @@ pub(crate) fn compile_block_with(
         block_id: &block_id,
         map: &map,
         cap: options.limits.diagnostics() as usize,
+        paths: Paths::DEFAULT,
     };
     let mut block = Block {
         // Set at the end: the sink holds the id meanwhile.
@@ -312,72 +306,6 @@ pub(crate) fn compile_block_with(
     (block, checkpoint)
 }
 
-/// What a resumed compile takes from the block compiled at the checkpoint, for the top level
-/// and each tag open at the checkpoint.
-struct Taken {
-    /// The finished nodes before the checkpoint: the first `counts[0]` top-level nodes,
-    /// then the first `counts[1]` children of top-level node `counts[0]` (the outermost open
-    /// tag), and so on down the open tags.
-    finished: Vec<Vec<Node>>,
-    /// The open tags' nodes, outermost first, without their children.
-    open: Vec<Node>,
-}
-
-/// [`Taken`] from `block`: moved out when the block is not shared (which leaves it without
-/// nodes), cloned otherwise; `None` when the block lacks them.
-fn take_nodes(block: &mut Arc<Block>, counts: &[usize]) -> Option<Taken> {
-    let depth = counts.len() - 1;
-    let mut taken = Taken {
-        finished: Vec::with_capacity(depth + 1),
-        open: Vec::with_capacity(depth),
-    };
-    if let Some(block) = Arc::get_mut(block) {
-        let mut nodes = std::mem::take(&mut block.nodes);
-        for (level, &count) in counts.iter().enumerate() {
-            if level < depth {
-                nodes.truncate(count + 1);
-                let mut open = nodes.pop().filter(|_| nodes.len() == count)?;
-                let deeper = std::mem::take(&mut open.children);
-                taken.open.push(open);
-                taken.finished.push(std::mem::replace(&mut nodes, deeper));
-            } else {
-                (nodes.len() >= count).then_some(())?;
-                nodes.truncate(count);
-                taken.finished.push(std::mem::take(&mut nodes));
-            }
-        }
-    } else {
-        let mut nodes: &[Node] = &block.nodes;
-        for (level, &count) in counts.iter().enumerate() {
-            taken.finished.push(nodes.get(..count)?.to_vec());
-            if level < depth {
-                let open = nodes.get(count)?;
-                taken.open.push(without_children(open));
-                nodes = &open.children;
-            }
-        }
-    }
-    Some(taken)
-}
-
-/// A copy of `node` without its children.
-fn without_children(node: &Node) -> Node {
-    Node {
-        id: node.id.clone(),
-        kind: node.kind.clone(),
-        props: node.props.clone(),
-        expressions: node.expressions.clone(),
-        bindings: node.bindings.clone(),
-        children: Vec::new(),
-        complete: node.complete,
-        fallback: String::new(),
-        error: node.error,
-        start: node.start,
-        end: node.end,
-        bytes: node.bytes,
-    }
-}
-
 /// The counters and the number of diagnostics at some point of a compile.
 type Point = (Charges, usize);
 
@@ -427,47 +355,10 @@ fn compile_body(
             let decls = std::mem::take(&mut syntax.decls);
             (syntax, decls, None)
         }
-        Some(p) => {
-            let c = *p.checkpoint;
-            let mut counts = Vec::with_capacity(c.open.len() + 1);
-            counts.push(c.top);
-            counts.extend(c.open.iter().map(|level| level.tag.children));
-            let mut tags = Vec::with_capacity(c.open.len());
-            let mut segments = Vec::with_capacity(c.open.len());
-            for level in c.open {
-                tags.push(level.tag);
-                segments.push((level.children, level.own));
-            }
-            let resume = Resume {
-                at: c.at,
-                steps: c.parse.steps,
-                iterations: c.parse.iterations,
-                nodes: c.parse.nodes,
-                diagnostics: c.parse_diagnostics,
-                open: tags,
-            };
-            let Some(syntax) = parse_resumed(source, is_final, sink, budget, resume, keep)? else {
-                return Ok(Outcome::Restart);
-            };
-            let Some(taken) = take_nodes(p.block, &counts) else {
-                return Ok(Outcome::Restart);
-            };
-            let mut finished = taken.finished.into_iter();
-            let top = finished.next().unwrap_or_default();
-            let restored = finished
-                .zip(taken.open)
-                .zip(segments)
-                .map(|((finished, node), (children, own))| {
-                    Some(Restored {
-                        node,
-                        own,
-                        finished,
-                        children,
-                    })
-                })
-                .collect();
-            (syntax, c.decls, Some((top, c.top_segment, restored)))
-        }
+        Some(previous) => match resume(source, is_final, sink, budget, previous, keep)? {
+            Some(r) => (r.syntax, r.decls, Some((r.top, r.top_segment, r.restored))),
+            None => return Ok(Outcome::Restart),
+        },
     };
     block.diagnostics = std::mem::take(&mut syntax.diagnostics);
     let len16 = block.end;
@@ -706,6 +597,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let empty = Record::default();
         for decl in self.decls.iter().filter(|d| query(d).is_none()) {
             let result = match &decl.value {
+                #[cfg(feature = "speedups")]
                 DeclValue::Literal(literal) => literal.evaluate(self.budget),
                 DeclValue::Expr(expr) if expr.is_constant() => evaluate(expr, &empty, self.budget),
                 DeclValue::Expr(_) => Err(failure(
@@ -974,8 +866,8 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
     }
 
-    /// Steps 4a–4g of §12.2, inside the failure guard. (Out of line, as before `own` was
-    /// split from `node`: inlined, it loses the inlining of the map inserts inside it.)
+    /// Steps 4a–4g of §12.2, inside the failure guard. Kept out of line: inlined into
+    /// `node`, it loses the inlining of the map inserts inside it.
     #[inline(never)]
     fn component(
         &mut self,
@@ -1169,6 +1061,8 @@ pub(crate) fn check_action_target(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use ui_core::FrozenClock;
 
     use super::*;
@@ -1321,6 +1215,7 @@ mod tests {
                     block_id: "b",
                     map: &map,
                     cap: 20,
+                    paths: Paths::DEFAULT,
                 };
                 let mut budget = Budget::new(options.limits, &CLOCK);
                 let mut block = compile_block("", "b", &options);
@@ -1388,6 +1283,7 @@ mod tests {
         assert_eq!(block.diagnostics[0].range.end as usize, second.len());
     }
 
+    #[cfg(feature = "speedups")]
     /// What a compile leaves, for comparisons.
     struct Counted {
         /// The outcome (failure, or the checkpoint's mark and charges) and the block as
@@ -1399,15 +1295,15 @@ mod tests {
         block: Block,
     }
 
+    #[cfg(feature = "speedups")]
     /// Compiles `source` (resuming from `previous` when given, as a final compile, else as
-    /// a preview) through the literal fast path or, with `full_only`, without it.
+    /// a preview) through the given paths.
     fn compile_counted(
         source: &str,
         limits: UiLimits,
         previous: Option<(&str, &mut Arc<Block>, Box<Checkpoint>)>,
-        full_only: bool,
+        paths: Paths,
     ) -> Counted {
-        crate::syntax::FULL_PATH_ONLY.set(full_only);
         let options = CompileOptions {
             is_final: previous.is_some(),
             ..options(limits)
@@ -1417,6 +1313,7 @@ mod tests {
             block_id: "b",
             map: &map,
             cap: limits.diagnostics() as usize,
+            paths,
         };
         let mut budget = Budget::new(limits, &CLOCK);
         let mut block = compile_block("", "b", &options);
@@ -1436,7 +1333,6 @@ mod tests {
             previous,
             true,
         );
-        crate::syntax::FULL_PATH_ONLY.set(false);
         let (outcome, checkpoint) = match outcome {
             Ok(Outcome::Done(checkpoint)) => {
                 let summary = checkpoint
@@ -1455,6 +1351,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "speedups")]
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
 
@@ -1465,8 +1362,8 @@ mod tests {
         /// anywhere.
         #[test]
         fn literal_declarations_compile_as_the_full_path(
-            x in crate::expr::literal_tests::source(),
-            y in crate::expr::literal_tests::literal(),
+            x in crate::speedups::literal::tests::source(),
+            y in crate::speedups::literal::tests::literal(),
             body in proptest::sample::select(vec![
                 "",
                 "{$x}",
@@ -1477,11 +1374,11 @@ mod tests {
                 "<Stat label='x' value={ 3} unit={4}/><Stat label=\"\" value={-2}/>",
             ]),
             cut in 0usize..40,
-            limits in crate::expr::literal_tests::limits(),
+            limits in crate::speedups::literal::tests::limits(),
         ) {
             let source = format!("$x = {x}\n$y = {y}\n{body}<Summary>done</Summary>");
-            let fast = compile_counted(&source, limits, None, false);
-            let full = compile_counted(&source, limits, None, true);
+            let fast = compile_counted(&source, limits, None, Paths::Fast);
+            let full = compile_counted(&source, limits, None, Paths::General);
             proptest::prop_assert_eq!(&fast.text, &full.text);
             proptest::prop_assert_eq!(fast.charges, full.charges);
             // A preview cut short, then the whole block resumed from its checkpoint.
@@ -1490,12 +1387,12 @@ mod tests {
                 end -= 1;
             }
             let preview = &source[..end];
-            let fast = compile_counted(preview, limits, None, false);
-            let full = compile_counted(preview, limits, None, true);
+            let fast = compile_counted(preview, limits, None, Paths::Fast);
+            let full = compile_counted(preview, limits, None, Paths::General);
             proptest::prop_assert_eq!(&fast.text, &full.text);
             if let (Some(a), Some(b)) = (fast.checkpoint, full.checkpoint) {
-                let fast = compile_counted(&source, limits, Some((preview, &mut Arc::new(fast.block), a)), false);
-                let full = compile_counted(&source, limits, Some((preview, &mut Arc::new(full.block), b)), true);
+                let fast = compile_counted(&source, limits, Some((preview, &mut Arc::new(fast.block), a)), Paths::Fast);
+                let full = compile_counted(&source, limits, Some((preview, &mut Arc::new(full.block), b)), Paths::General);
                 proptest::prop_assert_eq!(&fast.text, &full.text);
                 proptest::prop_assert_eq!(fast.charges, full.charges);
             }

@@ -24,10 +24,8 @@ use std::sync::Arc;
 use ui_core::text::{is_js_whitespace, utf16_len, utf16_len_of_utf8};
 use ui_core::{Budget, Failure, Record, Value, is_forbidden_key, record_with_capacity};
 
-use super::MAX_RECURSION;
-use super::ast::Expr;
-use super::eval::evaluate;
-use super::lex::{hex4, name_len, number_len};
+use crate::expr::lex::{hex4, name_len, number_len};
+use crate::expr::{Expr, MAX_RECURSION, evaluate};
 
 /// A constant literal parsed by [`parse_literal`]: its value and what evaluating its
 /// expression with no variables charges.

@@ -112,32 +112,35 @@ impl ErrorCode {
         }
     }
 
+    /// Every code of the server's own, in the order of `docs/http-api.md`: all but
+    /// [`ErrorCode::Failure`], whose strings are the interpreter's [`Code`]s.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::BadRequest,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::ChatNotFound,
+        ErrorCode::ItemNotStreaming,
+        ErrorCode::ChatFull,
+        ErrorCode::RefusedQuery,
+        ErrorCode::StaleUiBlock,
+        ErrorCode::StaleUiQuery,
+        ErrorCode::UiAlreadyAnswered,
+        ErrorCode::RefusedChoice,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::TooManyStreams,
+        ErrorCode::Unavailable,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Internal,
+    ];
+
     /// The code named `text`: a server code, a wire code of `host.md` §14.3 or an
     /// interpreter code of §14.4.
     pub fn parse(text: &str) -> Option<ErrorCode> {
-        const NAMED: &[ErrorCode] = &[
-            ErrorCode::BadRequest,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::Unauthenticated,
-            ErrorCode::Forbidden,
-            ErrorCode::NotFound,
-            ErrorCode::MethodNotAllowed,
-            ErrorCode::ChatNotFound,
-            ErrorCode::ItemNotStreaming,
-            ErrorCode::ChatFull,
-            ErrorCode::RefusedQuery,
-            ErrorCode::StaleUiBlock,
-            ErrorCode::StaleUiQuery,
-            ErrorCode::UiAlreadyAnswered,
-            ErrorCode::RefusedChoice,
-            ErrorCode::PayloadTooLarge,
-            ErrorCode::RateLimited,
-            ErrorCode::TooManyStreams,
-            ErrorCode::Unavailable,
-            ErrorCode::RequestTimeout,
-            ErrorCode::Internal,
-        ];
-        NAMED
+        Self::ALL
             .iter()
             .copied()
             .find(|c| c.as_str() == text)

@@ -6,7 +6,7 @@
 
 mod common;
 #[path = "../examples/embed.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 mod embed;
 
 use axum::Router;

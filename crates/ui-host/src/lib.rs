@@ -102,6 +102,20 @@
 //! # });
 //! ```
 //!
+//! ## Sources in Rust: serde + garde
+//!
+//! A source's argument schema guards two doors: the compiler refuses a `@Query` whose
+//! arguments (evaluated with the defaults) fail it with `invalid_query`, and every read
+//! parses the arguments a person's input produced before `authorize` and `read` run,
+//! refusing the reading with the schema's message when they fail (`host.md` §3, §6.1).
+//! For a Rust host that schema is simply the argument type of its [`TypedSource`]: serde
+//! gives the shape (`deny_unknown_fields`, `default`), and garde the rules serde cannot
+//! state (`length`, `range`, `custom` checks), declared on the fields next to the types
+//! the source reads with. That is why garde is a dependency: one derive states the rules
+//! once, the compiler and the reads apply the same ones, and the source only ever sees
+//! arguments that passed them. The result type is checked the same way
+//! ([`Typed`]), so a source cannot hand a page a value its own type forbids.
+//!
 //! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde): `tokio-util`
 //! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
 //! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else,

@@ -337,6 +337,16 @@ impl SourceRegistry {
         self
     }
 
+    /// Registers a source that is already shared under `name` (as [`Self::register`]).
+    pub fn register_shared(
+        &mut self,
+        name: impl Into<String>,
+        source: Arc<dyn UiSource>,
+    ) -> &mut Self {
+        self.sources.insert(name.into(), source);
+        self
+    }
+
     /// The source named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn UiSource>> {
         self.sources.get(name)

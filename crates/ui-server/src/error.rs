@@ -112,32 +112,35 @@ impl ErrorCode {
         }
     }
 
+    /// Every code of the server's own, in the order of `docs/http-api.md`: all but
+    /// [`ErrorCode::Failure`], whose strings are the interpreter's [`Code`]s.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::BadRequest,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::ChatNotFound,
+        ErrorCode::ItemNotStreaming,
+        ErrorCode::ChatFull,
+        ErrorCode::RefusedQuery,
+        ErrorCode::StaleUiBlock,
+        ErrorCode::StaleUiQuery,
+        ErrorCode::UiAlreadyAnswered,
+        ErrorCode::RefusedChoice,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RateLimited,
+        ErrorCode::TooManyStreams,
+        ErrorCode::Unavailable,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Internal,
+    ];
+
     /// The code named `text`: a server code, a wire code of `host.md` §14.3 or an
     /// interpreter code of §14.4.
     pub fn parse(text: &str) -> Option<ErrorCode> {
-        const NAMED: &[ErrorCode] = &[
-            ErrorCode::BadRequest,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::Unauthenticated,
-            ErrorCode::Forbidden,
-            ErrorCode::NotFound,
-            ErrorCode::MethodNotAllowed,
-            ErrorCode::ChatNotFound,
-            ErrorCode::ItemNotStreaming,
-            ErrorCode::ChatFull,
-            ErrorCode::RefusedQuery,
-            ErrorCode::StaleUiBlock,
-            ErrorCode::StaleUiQuery,
-            ErrorCode::UiAlreadyAnswered,
-            ErrorCode::RefusedChoice,
-            ErrorCode::PayloadTooLarge,
-            ErrorCode::RateLimited,
-            ErrorCode::TooManyStreams,
-            ErrorCode::Unavailable,
-            ErrorCode::RequestTimeout,
-            ErrorCode::Internal,
-        ];
-        NAMED
+        Self::ALL
             .iter()
             .copied()
             .find(|c| c.as_str() == text)
@@ -316,5 +319,51 @@ pub enum ServerError {
 impl From<rusqlite::Error> for ServerError {
     fn from(e: rusqlite::Error) -> Self {
         ServerError::Database(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The place of `code` in [`ErrorCode::ALL`]. A new variant fails to compile here
+    /// until it has an arm, and the test below fails until it is listed in `ALL` (which
+    /// `docs/http-api.md` must then document: `tests/http_api.rs`).
+    fn place(code: ErrorCode) -> Option<usize> {
+        Some(match code {
+            ErrorCode::BadRequest => 0,
+            ErrorCode::UnsupportedMediaType => 1,
+            ErrorCode::Unauthenticated => 2,
+            ErrorCode::Forbidden => 3,
+            ErrorCode::NotFound => 4,
+            ErrorCode::MethodNotAllowed => 5,
+            ErrorCode::ChatNotFound => 6,
+            ErrorCode::ItemNotStreaming => 7,
+            ErrorCode::ChatFull => 8,
+            ErrorCode::RefusedQuery => 9,
+            ErrorCode::StaleUiBlock => 10,
+            ErrorCode::StaleUiQuery => 11,
+            ErrorCode::UiAlreadyAnswered => 12,
+            ErrorCode::RefusedChoice => 13,
+            ErrorCode::PayloadTooLarge => 14,
+            ErrorCode::RateLimited => 15,
+            ErrorCode::TooManyStreams => 16,
+            ErrorCode::Unavailable => 17,
+            ErrorCode::RequestTimeout => 18,
+            ErrorCode::Internal => 19,
+            ErrorCode::Failure(_) => return None,
+        })
+    }
+
+    #[test]
+    fn all_lists_every_code_once() {
+        assert_eq!(ErrorCode::ALL.len(), 20);
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(place(*code), Some(i), "{code}");
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(*code));
+        }
+        let failure = ErrorCode::Failure(Code::InvalidQuery);
+        assert_eq!(place(failure), None);
+        assert_eq!(ErrorCode::parse("invalid_query"), Some(failure));
     }
 }

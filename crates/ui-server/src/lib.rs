@@ -33,6 +33,12 @@
 //! however early or late the cancellation came. Every write returns its failure: a
 //! request fails with `internal` (logged), the host service's freeze retries.
 //!
+//! Every route is an entry of [`ROUTES`], the one list the router is built from;
+//! `docs/http-api.md` describes each with its body, answers and codes (a test holds the
+//! two together). A host adds sources written in Rust with [`AppBuilder::source`] (see
+//! `examples/embed.rs`: the router nested under a prefix, the host's own
+//! [`Authenticator`], a serde + garde `TypedSource`).
+//!
 //! | Route | What |
 //! | --- | --- |
 //! | `POST /api/login`, `POST /api/logout` | demo sessions (`alice`/`web`, `bob`/`ops`) |
@@ -147,7 +153,7 @@ pub use extract::{
 pub use replies::ReplyProgress;
 pub use routes::{
     CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody,
-    NewChatBody, NewReplyBody, RowsBody, RowsWritten, router,
+    NewChatBody, NewReplyBody, ROUTES, Route, RouteMethod, RowsBody, RowsWritten, router,
 };
 pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};

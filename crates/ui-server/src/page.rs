@@ -3,10 +3,8 @@
 //! chats, draws each block through `POST /ui/view`, reads live queries and listens to the
 //! change feed (one `EventSource` per page, falling back to `/ui/poll`).
 
-use axum::Router;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
 /// The page's HTML.
 pub(crate) const INDEX_HTML: &str = include_str!("../page/index.html");
@@ -36,22 +34,14 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-async fn index() -> Response {
+pub(crate) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
-async fn css() -> Response {
+pub(crate) async fn css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
 }
 
-async fn js() -> Response {
+pub(crate) async fn js() -> Response {
     asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-/// The page's three routes, merged into [`crate::router`].
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route("/", get(index))
-        .route("/app.css", get(css))
-        .route("/app.js", get(js))
 }

@@ -9,7 +9,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -30,34 +30,119 @@ use crate::state::AppState;
 use crate::store::{Chat, ChatDetail, record_all, write_scope};
 use crate::view::{ViewPayload, evaluate};
 
-/// The router of the whole API (see the crate docs for the routes). Mount it as is, or
-/// `merge`/`nest` it into a host application's router.
+/// An HTTP method of a [`Route`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RouteMethod {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+}
+
+impl RouteMethod {
+    /// `GET` or `POST`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteMethod::Get => "GET",
+            RouteMethod::Post => "POST",
+        }
+    }
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            RouteMethod::Get => MethodFilter::GET,
+            RouteMethod::Post => MethodFilter::POST,
+        }
+    }
+}
+
+/// One route of [`router`]: its method, its path pattern (axum's, `{chat}` for a path
+/// parameter) and whether only the demo serves it. [`ROUTES`] is the one list the router
+/// is built from; `docs/http-api.md` documents each entry (a test holds the two together).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Route {
+    /// The method.
+    pub method: RouteMethod,
+    /// The path pattern.
+    pub path: &'static str,
+    /// Served only with `ServerConfig::demo`.
+    pub demo_only: bool,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+}
+
+const fn route(
+    method: RouteMethod,
+    path: &'static str,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        demo_only: false,
+        handler,
+    }
+}
+
+const fn demo_route(
+    method: RouteMethod,
+    path: &'static str,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        demo_only: true,
+        handler,
+    }
+}
+
+use RouteMethod::{Get, Post};
+
+/// Every route of [`router`], in the order of `docs/http-api.md`.
+pub const ROUTES: &[Route] = &[
+    demo_route(Post, "/api/login", |m| on(m, login)),
+    demo_route(Post, "/api/logout", |m| on(m, logout)),
+    demo_route(Post, "/api/demo/members", |m| {
+        on(m, crate::demo::set_member)
+    }),
+    route(Get, "/api/me", |m| on(m, me)),
+    route(Get, "/api/session", |m| on(m, session)),
+    route(Get, "/api/chats", |m| on(m, list_chats)),
+    route(Post, "/api/chats", |m| on(m, create_chat)),
+    route(Get, "/api/chats/{chat}", |m| on(m, read_chat)),
+    route(Post, "/api/chats/{chat}/messages", |m| on(m, post_message)),
+    route(Post, "/api/chats/{chat}/items", |m| on(m, new_reply)),
+    route(Post, "/api/chats/{chat}/items/{item}/delta", |m| {
+        on(m, delta)
+    }),
+    route(Post, "/api/chats/{chat}/items/{item}/finish", |m| {
+        on(m, finish)
+    }),
+    route(Post, "/ui/query", |m| on(m, ui_query)),
+    route(Post, "/ui/link", |m| on(m, ui_link)),
+    route(Post, "/ui/choice", |m| on(m, ui_choice)),
+    route(Post, "/ui/view", |m| on(m, ui_view)),
+    route(Get, "/ui/events", |m| on(m, feed::events)),
+    route(Get, "/ui/poll", |m| on(m, feed::poll)),
+    route(Get, "/api/catalog", |m| on(m, catalog_texts)),
+    route(Get, "/api/schema", |m| on(m, schema_list)),
+    route(Get, "/api/schema/{name}", |m| on(m, schema_one)),
+    route(Post, "/api/sources/{name}/rows", |m| on(m, write_rows)),
+    route(Get, "/", |m| on(m, crate::page::index)),
+    route(Get, "/app.css", |m| on(m, crate::page::css)),
+    route(Get, "/app.js", |m| on(m, crate::page::js)),
+];
+
+/// The router of the whole API: every entry of [`ROUTES`] (the demo's only with
+/// `ServerConfig::demo`). Mount it as is, or `merge`/`nest` it into a host application's
+/// router.
 pub fn router(state: AppState) -> Router {
-    let mut routes = Router::new()
-        .route("/api/me", get(me))
-        .route("/api/session", get(session))
-        .route("/api/chats", get(list_chats).post(create_chat))
-        .route("/api/chats/{chat}", get(read_chat))
-        .route("/api/chats/{chat}/messages", post(post_message))
-        .route("/api/chats/{chat}/items", post(new_reply))
-        .route("/api/chats/{chat}/items/{item}/delta", post(delta))
-        .route("/api/chats/{chat}/items/{item}/finish", post(finish))
-        .route("/api/catalog", get(catalog_texts))
-        .route("/api/schema", get(schema_list))
-        .route("/api/schema/{name}", get(schema_one))
-        .route("/api/sources/{name}/rows", post(write_rows))
-        .route("/ui/query", post(ui_query))
-        .route("/ui/link", post(ui_link))
-        .route("/ui/choice", post(ui_choice))
-        .route("/ui/view", post(ui_view))
-        .route("/ui/events", get(feed::events))
-        .route("/ui/poll", get(feed::poll))
-        .merge(crate::page::routes());
-    if state.demo().is_some() {
-        routes = routes
-            .route("/api/login", post(login))
-            .route("/api/logout", post(logout))
-            .route("/api/demo/members", post(crate::demo::set_member));
+    let demo = state.demo().is_some();
+    let mut routes = Router::new();
+    for r in ROUTES.iter().filter(|r| demo || !r.demo_only) {
+        routes = routes.route(r.path, (r.handler)(r.method.filter()));
     }
     routes
         .fallback(not_found)
@@ -601,7 +686,7 @@ async fn catalog_texts(State(state): State<AppState>, _: Principal) -> Response 
         reference_text: catalog::reference_text(FENCE_LANGUAGE),
         compact_catalog: catalog::compact_catalog(),
         catalog_text: catalog::catalog_text(),
-        sources: state.sources().schemas(),
+        sources: state.source_infos(),
     })
 }
 

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use ui_core::SyncLimits;
-use ui_host::{HostClock, LinkResolver, ServiceLimits, TokioClock, UiQueries, UiStore};
+use ui_host::{
+    HostClock, LinkResolver, ServiceLimits, SourceRegistry, TokioClock, UiQueries, UiSource,
+    UiStore,
+};
 use ui_sync::{
     Audience, ChangeDraft, Cursor, RateLimiter, SqliteStore, StreamSlots, SyncError, SyncService,
 };
@@ -17,7 +20,7 @@ use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
-use crate::sources::{DemoLinks, SqlHost, TomlSources};
+use crate::sources::{DemoLinks, SourceInfo, SqlHost, TomlSources};
 use crate::store::{SCHEMA, SqliteUiStore};
 
 /// Stripes of the per-item lock that keeps a reply's deltas in order.
@@ -41,6 +44,8 @@ struct Inner {
     store: SqliteUiStore,
     host: Arc<SqlHost>,
     sources: TomlSources,
+    /// What the catalog tells agents of the sources registered in Rust.
+    rust_sources: Vec<SourceInfo>,
     queries: Arc<UiQueries>,
     sync: SyncService,
     sync_limits: SyncLimits,
@@ -84,6 +89,7 @@ pub struct AppBuilder {
     auth: Option<Arc<dyn Authenticator>>,
     links: Option<Arc<dyn LinkResolver>>,
     clock: Option<Arc<dyn HostClock>>,
+    rust_sources: Vec<(SourceInfo, Arc<dyn UiSource>)>,
 }
 
 impl std::fmt::Debug for AppBuilder {
@@ -105,6 +111,20 @@ impl AppBuilder {
     /// Resolves links with `links` (instead of the demo's resolver, or none).
     pub fn links(mut self, links: Arc<dyn LinkResolver>) -> Self {
         self.links = Some(links);
+        self
+    }
+
+    /// Registers a source written in Rust next to the ones of the sources file: any
+    /// [`UiSource`], typically a [`ui_host::TypedAdapter`] of a [`ui_host::TypedSource`]
+    /// whose serde + garde argument type is its schema. `info` is what
+    /// `GET /api/catalog` tells agents about it: its `name` (what `@Query("…")` names),
+    /// `description` and the JSON Schema of its arguments; such a source has no write path
+    /// (`writable` must be `false`). Its reads get the access the server captures for
+    /// every reply: `{"user", "project", "chat"}` of the writing chat.
+    ///
+    /// [`AppBuilder::open`] fails when the name is taken or `writable` is set.
+    pub fn source(mut self, info: SourceInfo, source: impl UiSource) -> Self {
+        self.rust_sources.push((info, Arc::new(source)));
         self
     }
 
@@ -175,7 +195,9 @@ impl AppBuilder {
                 .demo
                 .then(|| Arc::new(DemoLinks) as Arc<dyn LinkResolver>)
         });
-        let host = Arc::new(SqlHost::new(sources.registry(&db)?, links));
+        let mut registry = sources.registry(&db)?;
+        let rust_sources = register_rust_sources(&mut registry, self.rust_sources)?;
+        let host = Arc::new(SqlHost::new(registry, links));
         let queries = UiQueries::configured(
             host.clone(),
             Arc::new(store.clone()) as Arc<dyn UiStore>,
@@ -201,6 +223,7 @@ impl AppBuilder {
                 store,
                 host,
                 sources,
+                rust_sources,
                 queries,
                 streams: StreamSlots::new(&config.sync_limits),
                 sync,
@@ -233,6 +256,7 @@ impl AppState {
             auth: None,
             links: None,
             clock: None,
+            rust_sources: Vec::new(),
         }
     }
 
@@ -263,6 +287,14 @@ impl AppState {
     /// The declared sources.
     pub fn sources(&self) -> &TomlSources {
         &self.inner.sources
+    }
+
+    /// What the catalog tells agents of every source: the sources file's, then the ones
+    /// registered in Rust ([`AppBuilder::source`]).
+    pub fn source_infos(&self) -> Vec<SourceInfo> {
+        let mut infos = self.inner.sources.schemas();
+        infos.extend(self.inner.rust_sources.iter().cloned());
+        infos
     }
 
     /// The change feed.
@@ -454,6 +486,31 @@ impl AppState {
         (chat_id, item_id).hash(&mut h);
         &self.inner.replies[(h.finish() as usize) % REPLY_STRIPES]
     }
+}
+
+/// Adds the sources registered in Rust to `registry`; their catalog entries.
+fn register_rust_sources(
+    registry: &mut SourceRegistry,
+    sources: Vec<(SourceInfo, Arc<dyn UiSource>)>,
+) -> Result<Vec<SourceInfo>, ServerError> {
+    let mut infos = Vec::with_capacity(sources.len());
+    for (info, source) in sources {
+        if registry.get(&info.name).is_some() {
+            return Err(ServerError::Config(format!(
+                "the source `{}` is registered twice",
+                info.name
+            )));
+        }
+        if info.writable {
+            return Err(ServerError::Config(format!(
+                "the source `{}` is registered in Rust and has no write path: `writable` must be false",
+                info.name
+            )));
+        }
+        registry.register_shared(info.name.clone(), source);
+        infos.push(info);
+    }
+    Ok(infos)
 }
 
 #[cfg(test)]

@@ -56,8 +56,8 @@
 //! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
 //! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job.
 
-pub mod client;
 mod audience;
+pub mod client;
 mod error;
 mod latest;
 mod poll;
@@ -69,8 +69,8 @@ mod store;
 mod stream;
 mod types;
 
-pub use error::SyncError;
 pub use audience::parse_audience;
+pub use error::SyncError;
 pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,

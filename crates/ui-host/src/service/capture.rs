@@ -15,7 +15,6 @@ use crate::store::{AccessRecord, UiQueryState};
 /// A capture in flight: `None` until it settles, then the access (or none).
 pub(super) type CaptureOutcome = watch::Receiver<Option<Option<Arc<Value>>>>;
 
-
 impl UiQueries {
     // ---- capture (§4) ----
 

@@ -34,7 +34,6 @@ pub struct IssueRequest<'a> {
     pub for_choice: bool,
 }
 
-
 impl UiQueries {
     // ---- issued query values (§12.2) ----
 

@@ -21,7 +21,6 @@ const FREEZE_WRITE_ATTEMPTS: u32 = 5;
 /// The first wait between two attempts, in ms; it doubles after each.
 const FREEZE_RETRY_MS: u64 = 100;
 
-
 impl UiQueries {
     // ---- freezing (§9) ----
 

@@ -277,7 +277,11 @@ mod tests {
             Value::Number(n) if n.get() == 0.0 => Value::number(-n.get()).expect("finite"),
             Value::Array(items) => Value::Array(Arc::new(items.iter().map(twin).collect())),
             Value::Record(record) => Value::Record(Arc::new(
-                record.iter().rev().map(|(k, v)| (k.clone(), twin(v))).collect(),
+                record
+                    .iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), twin(v)))
+                    .collect(),
             )),
             other => other.clone(),
         }
@@ -340,7 +344,11 @@ mod tests {
         let mut moved = payload("$q");
         moved.chat_id = "c1i".into();
         moved.item_id = "1".into();
-        assert_ne!(QueryKey::of(&moved, &args).1, key, "no part runs into the next");
+        assert_ne!(
+            QueryKey::of(&moved, &args).1,
+            key,
+            "no part runs into the next"
+        );
         let access = Value::from("u1");
         assert_ne!(
             ShareKey::new("s", &args, &access),

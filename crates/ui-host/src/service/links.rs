@@ -10,7 +10,6 @@ use super::{IssueRequest, UiQueries};
 use crate::clock::BudgetClock;
 use crate::payload::LinkPayload;
 
-
 impl UiQueries {
     // ---- ui.link (§13.3) ----
 

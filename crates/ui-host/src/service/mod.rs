@@ -226,7 +226,6 @@ impl UiQueries {
         self.table.lock().forget(chat_id);
     }
 
-
     // ---- stored blocks (§6.1 step 1) ----
 
     /// [`UiQueries::stored_block`] without the rest of the item (`ui.query` and issued
@@ -264,5 +263,4 @@ impl UiQueries {
         let block = item.blocks.iter().find(|b| b.id == block_id)?.clone();
         (block.complete && block.revision.as_deref() == Some(revision)).then_some((item, block))
     }
-
 }

@@ -11,13 +11,13 @@ use ui_core::{HostCode, Record, Value};
 
 use super::key::QueryKey;
 use super::memo;
+use super::table::{CacheEntry, InFlight};
 use super::{UiQueries, lock};
 use crate::changes::ChangeScope;
 use crate::clock::BudgetClock;
 use crate::payload::QueryPayload;
 use crate::reading::{HostError, QueryReading, ReadingSync};
 use crate::source::{ChatInfo, ReadRequest, UiSource};
-use super::table::{CacheEntry, InFlight};
 
 /// The outcome of admission under the table lock.
 enum Admit {
@@ -62,7 +62,6 @@ fn busy(now: u64) -> QueryReading {
         "Too many reads are running; try again shortly.",
     )
 }
-
 
 impl UiQueries {
     // ---- ui.query (§6) ----

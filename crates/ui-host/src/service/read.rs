@@ -43,7 +43,6 @@ fn unregister_shared(reads: &DashMap<ShareKey, SharedRead>, key: &ShareKey, read
 /// One call to a source's `read` that several requests share: `None` until it settles.
 pub(super) type SharedRead = watch::Receiver<Option<Result<Value, HostError>>>;
 
-
 impl UiQueries {
     /// Runs one read on its own task, racing the timeout (§6.2 steps 13–16).
     pub(super) async fn drive(

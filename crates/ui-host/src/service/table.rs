@@ -3,8 +3,8 @@
 //! concurrent map per table could not keep them consistent with each other).
 
 use std::collections::hash_map::Entry;
-use std::hash::Hash;
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;

@@ -1,6 +1,7 @@
 //! Live readings that follow change events (`sync.md` §8): what a source declares about
 //! its change feed ([`ChangeFeed`]) and what the host asks of the change log
-//! ([`ChangeIndex`], implemented by `ui-sync`'s `SyncService`).
+//! ([`ChangeIndex`]; `ui-server`'s `SyncChanges` implements it over `ui-sync`'s
+//! `SyncService`).
 
 use async_trait::async_trait;
 use ui_core::{Record, Value};

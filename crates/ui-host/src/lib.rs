@@ -120,7 +120,10 @@
 //! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
 //! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else,
 //! `tracing` to log the store writes that failed (a capture or a choice then fails, a
-//! freeze retries its write).
+//! freeze retries its write), and `dashmap` for the map of shared source reads that every
+//! read start consults from its own task (the admission table stays one lock: its steps
+//! must be atomic together). It does not depend on `ui-sync`: a host attaches any
+//! [`ChangeIndex`] (`ui-server` adapts `ui-sync`'s service).
 
 mod changes;
 mod clock;
@@ -130,7 +133,6 @@ mod schema;
 mod service;
 mod source;
 mod store;
-mod table;
 
 pub use changes::{ChangeFeed, ChangeIndex, ChangeScope};
 pub use clock::{BudgetClock, HostClock, Sleep, TokioClock};

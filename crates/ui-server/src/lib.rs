@@ -2,6 +2,8 @@
 //!
 //! The HTTP face of uiblocks: an axum [`router`] a host application mounts, around the
 //! host service ([`ui_host::UiQueries`]) and the change feed ([`ui_sync::SyncService`]).
+//! The two crates do not know each other: [`SyncChanges`] implements the host's
+//! `ChangeIndex` over the change feed, so live readings follow change events.
 //!
 //! - [`AppState`] is opened from a [`ServerConfig`]: one SQLite file for chats, items,
 //!   compiled blocks, frozen readings, answers, the sources' tables and the change log;
@@ -123,6 +125,7 @@
 
 mod auth;
 mod cache;
+mod changes;
 mod config;
 mod db;
 mod demo;
@@ -144,6 +147,7 @@ pub use auth::{
     Authenticator, DEMO_USERS, DemoAuth, DemoUser, MEMBERS_SOURCE, NoAuth, Principal,
     SESSION_COOKIE, cookie_value,
 };
+pub use changes::SyncChanges;
 pub use config::{ChatLimits, ServerConfig, SourcesConfig};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};

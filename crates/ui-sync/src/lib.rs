@@ -10,9 +10,9 @@
 //!   epochs, cursors `<epoch>.<seq>`, retention from the oldest end.
 //! - [`SyncService`] is the per-process part: it records drafts (coalesced in a 50 ms
 //!   window, never lost: overflow becomes coarser rows), tails the log into a bounded hub,
-//!   keeps the latest-change index that live readings consult (it implements `ui-host`'s
-//!   `ChangeIndex`), answers catch-up reads with resets instead of unbounded history, and
-//!   prunes.
+//!   keeps the latest-change index that live readings consult (`ui-server` adapts it to
+//!   `ui-host`'s `ChangeIndex`; this crate depends on neither), answers catch-up reads
+//!   with resets instead of unbounded history, and prunes.
 //! - [`StreamConn`] and [`PollBody`] are the server side of `/ui/events` and `/ui/poll` as
 //!   sans-IO machines; [`client::Transport`] is the page's side (§7), so the browser page
 //!   follows rules tested here.
@@ -56,9 +56,9 @@
 //! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
 //! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job.
 
+mod audience;
 pub mod client;
 mod error;
-mod host;
 mod latest;
 mod poll;
 #[cfg(feature = "postgres")]
@@ -69,8 +69,8 @@ mod store;
 mod stream;
 mod types;
 
+pub use audience::parse_audience;
 pub use error::SyncError;
-pub use host::parse_audience;
 pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,

@@ -1,5 +1,6 @@
-//! An in-memory log with switches for failures and stalls, shared by the service and live
-//! tests so they run on tokio's paused clock.
+//! An in-memory log with switches for failures and stalls, shared by the service tests here
+//! and `ui-server`'s live-reading test (`crates/ui-server/tests/live.rs`) so they run on
+//! tokio's paused clock.
 
 #![allow(dead_code, unreachable_pub)]
 

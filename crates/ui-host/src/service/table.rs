@@ -1,18 +1,21 @@
 //! The admission table (`host.md` §7): cache, newest reading per key, in-flight reads,
-//! attempts and read slots, all behind one lock so that steps 9–13 of §6.2 are atomic.
+//! attempts and read slots, all behind one lock so that steps 9–13 of §6.2 are atomic (a
+//! concurrent map per table could not keep them consistent with each other).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 
+use super::key::QueryKey;
 use crate::reading::QueryReading;
 
 /// A cached fresh reading.
 #[derive(Debug, Clone)]
 pub(crate) struct CacheEntry {
-    pub(crate) key: String,
+    pub(crate) key: QueryKey,
     pub(crate) chat_id: String,
     pub(crate) reading: QueryReading,
     /// The change-log head just before the read started (0 without a change feed).
@@ -32,17 +35,16 @@ pub(crate) struct InFlight {
 pub(crate) type Pending = watch::Receiver<Option<QueryReading>>;
 
 /// Entries in insertion order: lookups by name and eviction of the oldest entry in
-/// constant time. (`IndexMap::shift_remove_index(0)` moves every later entry; at 128 cache
-/// entries that was a third of a fresh read's instructions.) An updated entry keeps its
-/// first position, as upstream's attempt table.
+/// constant time (an ordered map's removal from the front would move every later entry on
+/// each eviction). An updated entry keeps its first position, as upstream's attempt table.
 #[derive(Debug)]
-pub(crate) struct Fifo<V> {
-    map: HashMap<String, V>,
+pub(crate) struct Fifo<K, V> {
+    map: HashMap<K, V>,
     /// Names oldest first; a name removed by [`Fifo::retain`] leaves with it.
-    order: VecDeque<String>,
+    order: VecDeque<K>,
 }
 
-impl<V> Default for Fifo<V> {
+impl<K, V> Default for Fifo<K, V> {
     fn default() -> Self {
         Fifo {
             map: HashMap::new(),
@@ -51,17 +53,21 @@ impl<V> Default for Fifo<V> {
     }
 }
 
-impl<V> Fifo<V> {
+impl<K: Hash + Eq + Clone, V> Fifo<K, V> {
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&V> {
+    pub(crate) fn get<Q>(&self, name: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.map.get(name)
     }
 
     /// Inserts `value` under `name`, or updates it in place.
-    pub(crate) fn insert(&mut self, name: String, value: V) {
+    pub(crate) fn insert(&mut self, name: K, value: V) {
         match self.map.entry(name) {
             Entry::Occupied(mut e) => {
                 e.insert(value);
@@ -74,7 +80,7 @@ impl<V> Fifo<V> {
     }
 
     /// Removes the oldest entry.
-    pub(crate) fn pop_oldest(&mut self) -> Option<(String, V)> {
+    pub(crate) fn pop_oldest(&mut self) -> Option<(K, V)> {
         let name = self.order.pop_front()?;
         let value = self.map.remove(&name);
         debug_assert!(value.is_some(), "the order names only live entries");
@@ -82,7 +88,7 @@ impl<V> Fifo<V> {
     }
 
     /// Keeps the entries `keep` accepts.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&String, &V) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) {
         self.map.retain(|name, value| keep(name, value));
         let map = &self.map;
         self.order.retain(|name| map.contains_key(name));
@@ -92,12 +98,12 @@ impl<V> Fifo<V> {
 #[derive(Debug, Default)]
 pub(crate) struct ReadTable {
     /// Fresh readings by read id, in insertion order (the oldest is evicted first).
-    pub(crate) cache: Fifo<CacheEntry>,
+    pub(crate) cache: Fifo<String, CacheEntry>,
     /// The read id of the newest fresh reading per key.
-    pub(crate) newest: HashMap<String, String>,
-    pub(crate) inflight: HashMap<String, InFlight>,
-    /// Last started read per key and per identity (two namespaces, one table).
-    pub(crate) attempts: Fifo<u64>,
+    pub(crate) newest: HashMap<QueryKey, String>,
+    pub(crate) inflight: HashMap<QueryKey, InFlight>,
+    /// Last started read per key and per identity (two kinds of key, one table).
+    pub(crate) attempts: Fifo<QueryKey, u64>,
     pub(crate) chat_slots: HashMap<String, usize>,
     pub(crate) slots: usize,
 }
@@ -120,7 +126,7 @@ impl ReadTable {
     }
 
     /// Records a started read, evicting the oldest attempts beyond `capacity`.
-    pub(crate) fn attempt(&mut self, name: String, now: u64, capacity: usize) {
+    pub(crate) fn attempt(&mut self, name: QueryKey, now: u64, capacity: usize) {
         // An updated entry keeps its first position, as upstream.
         self.attempts.insert(name, now);
         while self.attempts.len() > capacity {

@@ -1,9 +1,11 @@
 //! Live readings that follow change events (`sync.md` §8): `ui-host`'s service with a
-//! [`SyncService`] attached, on a paused clock and an in-memory log.
+//! [`SyncService`] attached through [`SyncChanges`], on a paused clock and the in-memory log
+//! of `ui-sync`'s tests.
 
-mod common;
+#[path = "../../ui-sync/tests/common/mod.rs"]
+mod sync_common;
 
-use common::MemStore;
+use sync_common::MemStore;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +19,7 @@ use ui_host::{
     ChangeFeed, ChatInfo, FnSource, HostError, MemoryStore, QueryPayload, ReadingState,
     SourceRegistry, StoredItem, TokioClock, UiHost, UiQueries, block_revision,
 };
+use ui_server::SyncChanges;
 use ui_sync::{Audience, ChangeDraft, SyncService};
 
 /// The `ci.runs` feed: project `web`, one key per branch.
@@ -109,7 +112,7 @@ async fn world() -> World {
     let sync = SyncService::start(MemStore::new(), SyncLimits::DEFAULT, [])
         .await
         .unwrap();
-    service.attach_changes(Arc::new(sync.clone()));
+    service.attach_changes(Arc::new(SyncChanges(sync.clone())));
     World {
         service,
         sync,

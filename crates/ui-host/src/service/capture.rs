@@ -1,0 +1,165 @@
+//! The writing chat's access (`host.md` §4): captured once per item, joined by concurrent
+//! requests, persisted "denied" first; and `observe`, which starts captures and freezes.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use tokio::sync::watch;
+use ui_compiler::{has_fence, may_reference_host};
+use ui_core::{Budget, Value};
+
+use super::{UiQueries, lock};
+use crate::clock::BudgetClock;
+use crate::store::{AccessRecord, UiQueryState};
+
+/// A capture in flight: `None` until it settles, then the access (or none).
+pub(super) type CaptureOutcome = watch::Receiver<Option<Option<Arc<Value>>>>;
+
+impl UiQueries {
+    // ---- capture (§4) ----
+
+    /// The captured access of an item: joins a capture in flight, returns the stored access
+    /// for an item authored here, or captures now (first time, or a forked item).
+    pub async fn access(self: &Arc<Self>, chat_id: &str, item_id: &str) -> Option<Arc<Value>> {
+        let k = (chat_id.to_owned(), item_id.to_owned());
+        let mut rx = {
+            let mut captures = lock(&self.captures);
+            match captures.get(&k) {
+                Some(rx) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    captures.insert(k.clone(), rx.clone());
+                    let this = Arc::clone(self);
+                    tokio::spawn(async move {
+                        let outcome = this.capture(&k.0, &k.1).await;
+                        lock(&this.captures).remove(&k);
+                        let _ = tx.send(Some(outcome));
+                    });
+                    rx
+                }
+            }
+        };
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone().flatten(),
+            Err(_) => None,
+        }
+    }
+
+    /// [`UiQueries::access`] for an item just read (`author_chat_id` is its
+    /// `uiQueries.authorChatId`): an item this chat authored whose access
+    /// is granted answers that access without a capture task (§4.2 step 2). Granted access
+    /// is final for the chat and item — a capture in flight stores it last — so this is
+    /// the outcome joining would give; anything else takes the full path.
+    pub(super) async fn access_of(
+        self: &Arc<Self>,
+        author_chat_id: Option<&str>,
+        chat_id: &str,
+        item_id: &str,
+    ) -> Option<Arc<Value>> {
+        if author_chat_id == Some(chat_id)
+            && let AccessRecord::Granted(access) = self.store.access(chat_id, item_id).await
+        {
+            return Some(access);
+        }
+        self.access(chat_id, item_id).await
+    }
+
+    /// §4.2 steps 2–3 (the leader of a capture).
+    async fn capture(&self, chat_id: &str, item_id: &str) -> Option<Arc<Value>> {
+        let item = self.store.item(chat_id, item_id).await?;
+        if item
+            .ui_queries
+            .as_ref()
+            .is_some_and(|q| q.author_chat_id == chat_id)
+        {
+            return match self.store.access(chat_id, item_id).await {
+                AccessRecord::Granted(v) => Some(v),
+                _ => None,
+            };
+        }
+        // Persist "denied" first, so a crash during capture never widens rights. A failed
+        // write fails the capture (nothing is granted that the store does not hold); the
+        // next request captures again.
+        let denied = self.store.set_access(chat_id, item_id, None).await;
+        let authored = match denied {
+            Ok(()) => {
+                self.store
+                    .set_ui_queries(
+                        chat_id,
+                        item_id,
+                        UiQueryState {
+                            author_chat_id: chat_id.to_owned(),
+                            blocks: IndexMap::new(),
+                        },
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = authored {
+            tracing::error!(chat_id, item_id, error = %e, "the capture could not be stored");
+            return None;
+        }
+        let info = self.store.chat_info(chat_id).await?;
+        let captured = self.host.capture(&info).await.ok()?;
+        let clock = BudgetClock(&*self.clock);
+        let copy = Budget::new(self.ui_limits, &clock)
+            .copy_value(&captured)
+            .ok()?;
+        if copy.js_json_len() as u64 > self.limits.access_bytes() {
+            return None;
+        }
+        let copy = Arc::new(copy);
+        if let Err(e) = self
+            .store
+            .set_access(chat_id, item_id, Some(Arc::clone(&copy)))
+            .await
+        {
+            tracing::error!(chat_id, item_id, error = %e, "the captured access could not be stored");
+            return None;
+        }
+        Some(copy)
+    }
+
+    /// Called for every change of an assistant item that may carry UI (`observe`, §4.1,
+    /// §9): starts or joins the capture when the item may reference the host, and when the
+    /// reply is final starts one background freeze of its first readings.
+    pub async fn observe(self: &Arc<Self>, chat_id: &str, item_id: &str, is_final: bool) {
+        let Some(item) = self.store.item(chat_id, item_id).await else {
+            return;
+        };
+        if !item.assistant
+            || item.parent_tool_use_id.is_some()
+            || !has_fence(&item.text, &self.fence_language)
+        {
+            return;
+        }
+        let capturing =
+            lock(&self.captures).contains_key(&(chat_id.to_owned(), item_id.to_owned()));
+        let admitted = capturing
+            || item
+                .ui_queries
+                .as_ref()
+                .is_some_and(|q| q.author_chat_id == chat_id)
+            || may_reference_host(&item.text)
+            || item.blocks.iter().any(|b| !b.queries.is_empty());
+        if !admitted {
+            return;
+        }
+        let this = Arc::clone(self);
+        let (chat, id) = (chat_id.to_owned(), item_id.to_owned());
+        tokio::spawn(async move {
+            this.access(&chat, &id).await;
+        });
+        if is_final && !item.blocks.is_empty() {
+            let k = (chat_id.to_owned(), item_id.to_owned());
+            if lock(&self.freezing).insert(k.clone()) {
+                let this = Arc::clone(self);
+                tokio::spawn(async move {
+                    this.freeze(&k.0, &k.1).await;
+                    lock(&this.freezing).remove(&k);
+                });
+            }
+        }
+    }
+}

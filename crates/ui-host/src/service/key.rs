@@ -1,0 +1,362 @@
+//! The typed keys of the service's maps (`host.md` §7, `sync.md` §8.2).
+//!
+//! - [`QueryKey`] names the admission table's entries: a query of a stored block (chat,
+//!   item, block, revision, query name), either with its parsed arguments (cache, reads in
+//!   flight, the key's attempt window) or without them (the identity's attempt window).
+//! - [`ShareKey`] names a source read that identical reads share: the source, the parsed
+//!   arguments and the captured access.
+//!
+//! Arguments and access compare structurally ([`Structural`]): `ui_core::Value` equality,
+//! under which a record's key order does not matter and `-0` equals `0`; the hash agrees
+//! with it.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use ui_core::{Record, Value};
+
+use crate::payload::QueryPayload;
+
+/// A query of a stored block, whatever its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct QueryId {
+    chat_id: String,
+    item_id: String,
+    block_id: String,
+    revision: String,
+    query: String,
+}
+
+/// The name of an admission-table entry (`host.md` §7). The two kinds share the attempt
+/// table and never equal each other.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum QueryKey {
+    /// A query with any arguments: the identity's attempt window (`readGap`).
+    Identity(Arc<QueryId>),
+    /// A query with its parsed arguments: cache, reads in flight, the key's attempt window.
+    Reading(Arc<QueryId>, Structural<Record>),
+}
+
+impl QueryKey {
+    /// The identity and the reading key of `p` with its parsed `args`.
+    pub(crate) fn of(p: &QueryPayload, args: &Arc<Record>) -> (QueryKey, QueryKey) {
+        let id = Arc::new(QueryId {
+            chat_id: p.chat_id.clone(),
+            item_id: p.item_id.clone(),
+            block_id: p.block_id.clone(),
+            revision: p.revision.clone(),
+            query: p.query.clone(),
+        });
+        (
+            QueryKey::Identity(Arc::clone(&id)),
+            QueryKey::Reading(id, Structural(Arc::clone(args))),
+        )
+    }
+}
+
+/// The source-read key (`sync.md` §8.2): source name, parsed arguments and captured access,
+/// both compared structurally. The access is kept whole rather than as a digest, so two
+/// principals' reads can never share by collision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ShareKey {
+    source: String,
+    args: Structural<Record>,
+    access: Structural<Value>,
+}
+
+impl ShareKey {
+    pub(crate) fn new(source: &str, args: &Record, access: &Value) -> ShareKey {
+        ShareKey {
+            source: source.to_owned(),
+            args: Structural(Arc::new(args.clone())),
+            access: Structural(Arc::new(access.clone())),
+        }
+    }
+}
+
+/// A value compared by `ui_core::Value` equality (records as maps, numbers by value) and
+/// hashed to agree with it. Values hold only finite numbers, so the equality is total.
+#[derive(Debug, Clone)]
+pub(crate) struct Structural<T>(pub(crate) Arc<T>);
+
+impl PartialEq for Structural<Record> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Eq for Structural<Record> {}
+
+impl Hash for Structural<Record> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_record(&self.0, state);
+    }
+}
+
+impl PartialEq for Structural<Value> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Eq for Structural<Value> {}
+
+impl Hash for Structural<Value> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_value(&self.0, state);
+    }
+}
+
+/// Hashes `value` so that equal values (`Value`'s `==`) hash alike: a record's entries in
+/// key order, `-0` as `0`.
+fn hash_value<H: Hasher>(value: &Value, state: &mut H) {
+    match value {
+        Value::Null => state.write_u8(0),
+        Value::Bool(b) => {
+            state.write_u8(1);
+            b.hash(state);
+        }
+        Value::Number(n) => {
+            state.write_u8(2);
+            // `+ 0.0` turns `-0` into `0`; every other finite number keeps its bits.
+            (n.get() + 0.0).to_bits().hash(state);
+        }
+        Value::String(s) => {
+            state.write_u8(3);
+            s.hash(state);
+        }
+        Value::Array(items) => {
+            state.write_u8(4);
+            items.len().hash(state);
+            for item in items.iter() {
+                hash_value(item, state);
+            }
+        }
+        Value::Record(record) => {
+            state.write_u8(5);
+            hash_record(record, state);
+        }
+    }
+}
+
+fn hash_record<H: Hasher>(record: &Record, state: &mut H) {
+    record.len().hash(state);
+    let mut entries: Vec<(&String, &Value)> = record.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (key, item) in entries {
+        key.hash(state);
+        hash_value(item, state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The typed keys against the string keys they replaced: the old encoders are kept here
+    //! as the reference, and every pair of generated values must be equal under both or
+    //! under neither (equal typed keys also hash alike).
+
+    use std::collections::hash_map::DefaultHasher;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The old canonical text: records' keys sorted, each after its length; scalars as
+    /// JavaScript JSON.
+    fn canonical(value: &Value, out: &mut String) {
+        match value {
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            Value::Record(record) => canonical_record(record, out),
+            scalar => scalar.write_js_json(out).expect("a string takes any text"),
+        }
+    }
+
+    fn canonical_record(record: &Record, out: &mut String) {
+        let mut entries: Vec<(&String, &Value)> = record.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.push('{');
+        for (key, item) in entries {
+            push_part(out, key);
+            canonical(item, out);
+            out.push(',');
+        }
+        out.push('}');
+    }
+
+    fn push_part(out: &mut String, part: &str) {
+        out.push_str(&part.len().to_string());
+        out.push(':');
+        out.push_str(part);
+    }
+
+    /// The old cache key (`'k'`) or identity (`'i'`) of a payload.
+    fn old_key(tag: char, p: &QueryPayload, args: Option<&Record>) -> String {
+        let mut k = String::from(tag);
+        for part in [&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query] {
+            push_part(&mut k, part);
+        }
+        if let Some(args) = args {
+            canonical_record(args, &mut k);
+        }
+        k
+    }
+
+    /// The old share key, with the access text in place of its SHA-256.
+    fn old_share(source: &str, args: &Record, access: &Value) -> String {
+        let mut k = String::new();
+        push_part(&mut k, source);
+        let mut text = String::new();
+        canonical_record(args, &mut text);
+        push_part(&mut k, &text);
+        canonical(access, &mut k);
+        k
+    }
+
+    fn hash_of<T: Hash>(t: &T) -> u64 {
+        let mut h = DefaultHasher::new();
+        t.hash(&mut h);
+        h.finish()
+    }
+
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(0.0),
+            Just(-0.0),
+            Just(1.0),
+            Just(-1.5),
+            Just(1e21),
+            Just(0.1 + 0.2),
+            any::<i8>().prop_map(f64::from),
+        ]
+        .prop_map(|n| Value::number(n).expect("finite"))
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number(),
+            prop::sample::select(vec!["", "a", "b", "1:a", "{", "\"", "0", "null"])
+                .prop_map(Value::from),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(3, 16, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3)
+                    .prop_map(|items| Value::Array(Arc::new(items))),
+                prop::collection::vec(
+                    (prop::sample::select(vec!["a", "b", "c", "1:a"]), inner),
+                    0..3
+                )
+                .prop_map(|entries| {
+                    let record: Record = entries
+                        .into_iter()
+                        .map(|(k, v)| (k.to_owned(), v))
+                        .collect();
+                    Value::Record(Arc::new(record))
+                }),
+            ]
+        })
+    }
+
+    /// The same value with every record's entries reversed and every zero's sign flipped:
+    /// structurally equal, written differently.
+    fn twin(value: &Value) -> Value {
+        match value {
+            Value::Number(n) if n.get() == 0.0 => Value::number(-n.get()).expect("finite"),
+            Value::Array(items) => Value::Array(Arc::new(items.iter().map(twin).collect())),
+            Value::Record(record) => Value::Record(Arc::new(
+                record
+                    .iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), twin(v)))
+                    .collect(),
+            )),
+            other => other.clone(),
+        }
+    }
+
+    fn record(value: &Value) -> Record {
+        let mut r = Record::default();
+        r.insert("x".to_owned(), value.clone());
+        r
+    }
+
+    fn payload(query: &str) -> QueryPayload {
+        QueryPayload {
+            chat_id: "c1".into(),
+            item_id: "i1".into(),
+            block_id: "b1".into(),
+            revision: "r1".into(),
+            query: query.into(),
+            values: Record::default(),
+            seen: None,
+        }
+    }
+
+    fn check(a: &Value, b: &Value) -> Result<(), TestCaseError> {
+        let (ra, rb) = (Arc::new(record(a)), Arc::new(record(b)));
+        let p = payload("$q");
+        let (ia, ka) = QueryKey::of(&p, &ra);
+        let (ib, kb) = QueryKey::of(&p, &rb);
+        let old_equal = old_key('k', &p, Some(&ra)) == old_key('k', &p, Some(&rb));
+        prop_assert_eq!(ka == kb, old_equal);
+        prop_assert_eq!(ia, ib);
+        if ka == kb {
+            prop_assert_eq!(hash_of(&ka), hash_of(&kb));
+        }
+        let (sa, sb) = (ShareKey::new("s", &ra, a), ShareKey::new("s", &rb, b));
+        prop_assert_eq!(sa == sb, old_share("s", &ra, a) == old_share("s", &rb, b));
+        if sa == sb {
+            prop_assert_eq!(hash_of(&sa), hash_of(&sb));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn typed_keys_equate_what_the_string_keys_equated(a in value(), b in value()) {
+            check(&a, &b)?;
+            check(&a, &twin(&a))?;
+            check(&twin(&b), &b)?;
+        }
+    }
+
+    #[test]
+    fn the_parts_of_a_key_stay_apart() {
+        let args = Arc::new(Record::default());
+        let (identity, key) = QueryKey::of(&payload("$q"), &args);
+        assert_ne!(identity, key, "an identity never names a reading");
+        let (other_identity, other_key) = QueryKey::of(&payload("$r"), &args);
+        assert_ne!(identity, other_identity);
+        assert_ne!(key, other_key);
+        let mut moved = payload("$q");
+        moved.chat_id = "c1i".into();
+        moved.item_id = "1".into();
+        assert_ne!(
+            QueryKey::of(&moved, &args).1,
+            key,
+            "no part runs into the next"
+        );
+        let access = Value::from("u1");
+        assert_ne!(
+            ShareKey::new("s", &args, &access),
+            ShareKey::new("t", &args, &access)
+        );
+        assert_ne!(
+            ShareKey::new("s", &args, &access),
+            ShareKey::new("s", &args, &Value::from("u2"))
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! `ui.link` (`host.md` §13.3): a visible link target of a complete block, resolved by the
+//! host with the writing chat's access, or `plain` with the reason.
+
+use std::sync::Arc;
+
+use ui_core::HostCode;
+use ui_links::{LinkResolution, link_targets};
+
+use super::{IssueRequest, UiQueries};
+use crate::clock::BudgetClock;
+use crate::payload::LinkPayload;
+
+impl UiQueries {
+    // ---- ui.link (§13.3) ----
+
+    /// Answers `ui.link`: always a resolution, `plain` with a code when the host cannot or
+    /// will not make it a chip.
+    pub async fn link(self: &Arc<Self>, p: &LinkPayload) -> LinkResolution {
+        let Some(resolver) = self.host.links() else {
+            return plain(HostCode::LinksUnsupported, "The host resolves no links.");
+        };
+        let Some((item, block)) = self
+            .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return plain(HostCode::BlockStale, "The block changed or is not final.");
+        };
+        if item.ui_queries.is_none() {
+            return plain(HostCode::AccessUnavailable, "The item was never captured.");
+        }
+        let Some(access) = self.access(&p.chat_id, &p.item_id).await else {
+            return plain(
+                HostCode::AccessUnavailable,
+                "The writing chat's access is not available.",
+            );
+        };
+        let issued = match self
+            .issued_values(&IssueRequest {
+                chat_id: &p.chat_id,
+                item_id: &p.item_id,
+                block_id: &p.block_id,
+                revision: &p.revision,
+                values: &p.values,
+                reads: &p.reads,
+                for_choice: false,
+            })
+            .await
+        {
+            Ok(v) => v,
+            Err(r) => return LinkResolution::plain(r.code.as_deref(), &r.message),
+        };
+        let clock = BudgetClock(&*self.clock);
+        let targets = match link_targets(&block, &p.values, &issued, self.ui_limits, &clock) {
+            Ok(t) => t,
+            Err(f) => return LinkResolution::plain(None, &f.message),
+        };
+        let Some(target) = targets.get(&p.node_id) else {
+            return plain(
+                HostCode::LinkUnsupported,
+                "The node is not a visible link of this block.",
+            );
+        };
+        let info = self.store.chat_info(&p.chat_id).await.unwrap_or_default();
+        match resolver.link(&info, &access, target).await {
+            Ok(answer) => LinkResolution::from_host_answer(&answer),
+            Err(e) => LinkResolution::plain(e.code(), e.reason()),
+        }
+    }
+}
+
+pub(super) fn plain(code: HostCode, reason: &str) -> LinkResolution {
+    LinkResolution::plain(Some(code.as_str()), reason)
+}

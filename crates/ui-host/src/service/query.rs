@@ -1,0 +1,435 @@
+//! `ui.query` (`host.md` §6): admission of a stored block's declared query, its arguments
+//! (remembered per revision, query and input), and serving under the admission table's lock
+//! (cache, in-flight join, attempt windows, slots; `sync.md` §8.4–§8.5 for feed sources).
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use ui_compiler::{Block, query_arguments};
+use ui_core::{HostCode, Record, Value};
+
+use super::key::QueryKey;
+use super::memo;
+use super::table::{CacheEntry, InFlight};
+use super::{UiQueries, lock};
+use crate::changes::ChangeScope;
+use crate::clock::BudgetClock;
+use crate::payload::QueryPayload;
+use crate::reading::{HostError, QueryReading, ReadingSync};
+use crate::source::{ChatInfo, ReadRequest, UiSource};
+
+/// The outcome of admission under the table lock.
+enum Admit {
+    Answer(QueryReading),
+    Wait(super::table::Pending),
+    /// A read in flight started before the newest change: wait, then decide again.
+    WaitThenRetry(super::table::Pending),
+    /// A change-driven request found no free slot (with the cached reading, if any).
+    NoSlot(Option<QueryReading>),
+    Start(
+        super::table::SlotGuard,
+        watch::Sender<Option<QueryReading>>,
+        super::table::Pending,
+        u64,
+    ),
+}
+
+/// How often a change-driven request looks for a free slot while it waits (ms).
+const SLOT_POLL_MS: u64 = 50;
+
+/// Everything a read needs once the request is admitted (§6.1 done).
+struct ReadPlan {
+    source_name: String,
+    source: Arc<dyn UiSource>,
+    info: Arc<ChatInfo>,
+    access: Arc<Value>,
+    args: Arc<Record>,
+    feed: Option<Feed>,
+}
+
+/// A feed source's reading: its tokens and whether the feed is complete.
+#[derive(Debug, Clone)]
+struct Feed {
+    scope: ChangeScope,
+    complete: bool,
+}
+
+fn busy(now: u64) -> QueryReading {
+    QueryReading::failed(
+        now,
+        Some(HostCode::Busy.as_str()),
+        "Too many reads are running; try again shortly.",
+    )
+}
+
+impl UiQueries {
+    // ---- ui.query (§6) ----
+
+    /// Answers `ui.query` (§6.1–6.2). Always a reading; never fails.
+    pub async fn query(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
+        self.query_uncut(p).await.cut_reason(self.limits.reason())
+    }
+
+    /// [`UiQueries::query`] before its reason is cut to the configured limit.
+    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
+        let refused = |code: Option<HostCode>, reason: &str| {
+            QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
+        };
+        let Some(stored) = self
+            .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return refused(
+                Some(HostCode::BlockStale),
+                "The block changed or is not final.",
+            );
+        };
+        let block = &stored.block;
+        let Some(query) = block
+            .queries
+            .get(&p.query)
+            .filter(|_| block.queries.len() as u64 <= self.ui_host_limits.queries())
+        else {
+            return refused(
+                Some(HostCode::QueryUndeclared),
+                "The block does not declare this query.",
+            );
+        };
+        let Some(source) = self.host.sources().get(&query.source).cloned() else {
+            return refused(
+                Some(HostCode::SourceUnregistered),
+                "The query's source is not registered.",
+            );
+        };
+        let args = match self.arguments(block, &p.query, &p.values, &*source) {
+            Ok(args) => args,
+            Err(reason) => return refused(None, &reason),
+        };
+        let Some(access) = self
+            .access_of(stored.author_chat_id.as_deref(), &p.chat_id, &p.item_id)
+            .await
+        else {
+            return refused(
+                Some(HostCode::AccessUnavailable),
+                "The writing chat's access is not available.",
+            );
+        };
+        let Some(info) = self.store.chat_info(&p.chat_id).await else {
+            return refused(Some(HostCode::BlockStale), "The chat is gone.");
+        };
+        let info = Arc::new(info);
+        if let Err(e) = source.authorize(&info, &access, &args).await {
+            return refused(None, "").with_host_error(&e);
+        }
+        let feed = source
+            .changes()
+            .zip(self.changes.get())
+            .and_then(|(changes, index)| {
+                let audience = changes.audience(&args, &access)?;
+                let keys = changes.keys(&args);
+                let scope = index.scope(&query.source, &audience, &keys)?;
+                Some(Feed {
+                    scope,
+                    complete: changes.complete(),
+                })
+            });
+        let plan = ReadPlan {
+            source_name: query.source.clone(),
+            source,
+            info,
+            access,
+            args,
+            feed,
+        };
+        self.serve(p, plan).await
+    }
+
+    /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
+    /// argument schema.
+    pub(super) fn arguments(
+        &self,
+        block: &Block,
+        name: &str,
+        values: &Record,
+        source: &dyn UiSource,
+    ) -> Result<Arc<Record>, String> {
+        let args = self.query_arguments(block, name, values)?;
+        match source.args().parse(&Value::Record(args))? {
+            Value::Record(r) => Ok(r),
+            _ => Err("The parsed arguments are not a record.".to_owned()),
+        }
+    }
+
+    /// §6.1 steps 4–5 (`uiQueryArguments`), remembered per block revision, query and
+    /// input ([`ArgumentMemo`]).
+    fn query_arguments(
+        &self,
+        block: &Block,
+        name: &str,
+        values: &Record,
+    ) -> Result<Arc<Record>, String> {
+        let memo_key = block
+            .revision
+            .as_deref()
+            .map(|revision| memo::key(revision, &block.id, name, values));
+        if let Some(args) = memo_key
+            .as_deref()
+            .and_then(|k| lock(&self.arguments).get(k))
+        {
+            return Ok(args);
+        }
+        let clock = BudgetClock(&*self.clock);
+        let args = query_arguments(block, name, values, self.ui_limits, &clock)
+            .map_err(|f| f.message.to_string())?;
+        let args = Arc::new(args);
+        if let Some(k) = memo_key {
+            lock(&self.arguments).insert(k, Arc::clone(&args));
+        }
+        Ok(args)
+    }
+
+    /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
+    async fn serve(self: &Arc<Self>, p: &QueryPayload, plan: ReadPlan) -> QueryReading {
+        let ReadPlan {
+            source_name,
+            source,
+            info,
+            access,
+            args,
+            feed,
+        } = plan;
+        let (identity, key) = QueryKey::of(p, &args);
+        // A change-driven request: the seq that made the page ask (this epoch only).
+        let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
+            let (epoch, seq) = s.split_once('.')?;
+            let index = self.changes.get()?;
+            (epoch == index.epoch())
+                .then(|| seq.parse::<u64>().ok())
+                .flatten()
+        });
+        if let (Some(seen), Some(index)) = (seen, self.changes.get())
+            && seen > index.head()
+            && !index
+                .catch_up_to(seen, self.sync_limits.seen_catch_up())
+                .await
+            && let Some(mut cached) = self.cached(&key)
+        {
+            // This instance cannot see `seen` yet: a read now would not reflect it either,
+            // so the cached reading answers, marked stale (`sync.md` §8.4 steps 1–2).
+            cached.stale_by = Some(seen);
+            cached.retry_after_ms = Some(self.sync_limits.change_gap());
+            return cached;
+        }
+        let slot_deadline = self.clock.now_ms() + self.sync_limits.slot_wait();
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let rel = match (&feed, self.changes.get()) {
+                (Some(f), Some(index)) => index.relevant(&f.scope).max(seen.unwrap_or(0)),
+                _ => 0,
+            };
+            let admit = self.admit(p, &key, &identity, feed.as_ref(), rel, seen.is_some());
+            match admit {
+                Admit::Answer(reading) => return reading,
+                Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await,
+                Admit::WaitThenRetry(pending) => {
+                    let _ = wait(pending, self.clock.now_ms()).await;
+                    if rounds < 3 {
+                        continue;
+                    }
+                }
+                Admit::NoSlot(cached) => {
+                    // A change-driven request waits up to the slot wait for a slot.
+                    let now = self.clock.now_ms();
+                    if now < slot_deadline && rounds < 1_000 {
+                        self.clock
+                            .sleep(SLOT_POLL_MS.min(slot_deadline - now))
+                            .await;
+                        continue;
+                    }
+                    return match cached {
+                        Some(mut reading) => {
+                            reading.stale_by = Some(rel);
+                            reading.retry_after_ms = Some(self.sync_limits.change_gap());
+                            reading
+                        }
+                        None => busy(now),
+                    };
+                }
+                Admit::Start(guard, tx, rx, version) => {
+                    let this = Arc::clone(self);
+                    let request = ReadRequest {
+                        info,
+                        args: Arc::unwrap_or_clone(args),
+                        access,
+                        cancel: CancellationToken::new(),
+                    };
+                    let chat_id = p.chat_id.clone();
+                    let started = self.clock.now_ms();
+                    let sync =
+                        feed.as_ref()
+                            .zip(self.changes.get())
+                            .map(|(f, index)| ReadingSync {
+                                epoch: index.epoch(),
+                                version,
+                                scope: f.scope.scope.clone(),
+                                keys: f.scope.keys.clone(),
+                                feed: if f.complete { "complete" } else { "partial" }.to_owned(),
+                            });
+                    tokio::spawn(async move {
+                        let mut reading = this.drive(&source_name, source, request, guard).await;
+                        reading.sync = sync;
+                        {
+                            let mut t = this.table.lock();
+                            t.inflight.remove(&key);
+                            if let Some(read_id) = reading.read_id.clone() {
+                                let entry = CacheEntry {
+                                    key,
+                                    chat_id,
+                                    reading: reading.clone(),
+                                    version,
+                                    started,
+                                };
+                                t.insert(read_id, entry, this.limits.cache_entries() as usize);
+                            }
+                        }
+                        let _ = tx.send(Some(reading));
+                    });
+                    return wait(rx, self.clock.now_ms()).await;
+                }
+            }
+        }
+    }
+
+    /// The newest cached reading of `key`, if any.
+    fn cached(&self, key: &QueryKey) -> Option<QueryReading> {
+        let t = self.table.lock();
+        t.newest
+            .get(key)
+            .and_then(|id| t.cache.get(id))
+            .map(|e| e.reading.clone())
+    }
+
+    /// Steps 9–13 under the table lock: answer from the cache, join a read in flight,
+    /// refuse by the attempt windows or the slots, or start a read. `rel` is the newest
+    /// relevant change for a feed source (0 otherwise); `change_driven` marks a request
+    /// carrying `seen`.
+    fn admit(
+        &self,
+        p: &QueryPayload,
+        key: &QueryKey,
+        identity: &QueryKey,
+        feed: Option<&Feed>,
+        rel: u64,
+        change_driven: bool,
+    ) -> Admit {
+        let mut t = self.table.lock();
+        let now = self.clock.now_ms();
+        let window = self.ui_host_limits.refresh_milliseconds();
+        let gap = self.sync_limits.change_gap();
+        let entry = t
+            .newest
+            .get(key)
+            .and_then(|id| t.cache.get(id))
+            .map(|e| (e.reading.clone(), e.version, e.started));
+        // A newer change than the cached reading reflects (feed sources only).
+        let changed = feed.is_some() && entry.as_ref().is_some_and(|(_, v, _)| rel > *v);
+        if let Some(flight) = t.inflight.get(key) {
+            if feed.is_none() || flight.version >= rel {
+                return Admit::Wait(flight.pending.clone());
+            }
+            return Admit::WaitThenRetry(flight.pending.clone());
+        }
+        if let Some((reading, _, started)) = &entry {
+            let fresh_window = now.saturating_sub(reading.read_at) < window;
+            if fresh_window && !changed {
+                return Admit::Answer(reading.clone());
+            }
+            if changed && now.saturating_sub(*started) < gap {
+                let mut stale = reading.clone();
+                stale.stale_by = Some(rel);
+                stale.retry_after_ms = Some(gap - now.saturating_sub(*started));
+                return Admit::Answer(stale);
+            }
+        }
+        let key_limited = t.attempts.get(key).is_some_and(|&at| {
+            now.saturating_sub(at) < window
+                // With a feed, a newer change allows a read 1 s after the previous start.
+                && !(changed && now.saturating_sub(at) >= gap)
+        });
+        let identity_limited = t
+            .attempts
+            .get(identity)
+            .is_some_and(|&at| now.saturating_sub(at) < self.limits.read_gap());
+        if key_limited || identity_limited {
+            if change_driven {
+                // Change-driven requests never get `refresh-limit` (§8.5.2).
+                return match entry {
+                    Some((mut reading, _, _)) => {
+                        reading.stale_by = Some(rel);
+                        reading.retry_after_ms = Some(gap);
+                        Admit::Answer(reading)
+                    }
+                    None => {
+                        let mut r = busy(now);
+                        r.retry_after_ms = Some(gap);
+                        Admit::Answer(r)
+                    }
+                };
+            }
+            return Admit::Answer(QueryReading::failed(
+                now,
+                Some(HostCode::RefreshLimit.as_str()),
+                "This query was read moments ago; try again shortly.",
+            ));
+        }
+        if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
+            >= self.limits.chat_read_slots() as usize
+            || t.slots >= self.limits.read_slots() as usize
+        {
+            if change_driven {
+                return Admit::NoSlot(entry.map(|(r, _, _)| r));
+            }
+            return Admit::Answer(busy(now));
+        }
+        let capacity = self.limits.attempt_entries() as usize;
+        t.attempt(key.clone(), now, capacity);
+        t.attempt(identity.clone(), now, capacity);
+        let version = match (feed, self.changes.get()) {
+            (Some(_), Some(index)) => index.head(),
+            _ => 0,
+        };
+        let guard = self.table.occupy(&mut t, &p.chat_id);
+        let (tx, rx) = watch::channel(None);
+        t.inflight.insert(
+            key.clone(),
+            InFlight {
+                pending: rx.clone(),
+                version,
+            },
+        );
+        Admit::Start(guard, tx, rx, version)
+    }
+}
+
+/// Waits for a pending read's outcome.
+async fn wait(mut pending: super::table::Pending, now: u64) -> QueryReading {
+    match pending.wait_for(Option::is_some).await {
+        Ok(reading) => reading.clone().unwrap_or_else(|| lost(now)),
+        Err(_) => lost(now),
+    }
+}
+
+fn lost(now: u64) -> QueryReading {
+    QueryReading::failed(now, None, "The read ended without an answer.")
+}
+
+impl QueryReading {
+    /// The same reading with the reason and code of a host's failure.
+    pub(super) fn with_host_error(mut self, error: &HostError) -> Self {
+        self.code = error.code().map(str::to_owned);
+        self.reason = Some(crate::reading::reason_text(error.reason()));
+        self
+    }
+}

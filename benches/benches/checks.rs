@@ -10,7 +10,7 @@ use std::hint::black_box;
 use benches::{CLOCK, compile_reply, input, options};
 use criterion::{Criterion, criterion_main};
 use ui_compiler::{UiState, evaluate_block, resolve_choice, validated_state};
-use ui_core::{Record, UiLimits, Value};
+use ui_core::{HostLimits, Record, UiLimits, Value};
 use ui_host::JsonSchemas;
 
 fn corpus(name: &str) -> String {
@@ -82,7 +82,12 @@ fn checks(c: &mut Criterion) {
         group.bench_function(format!("{name}/link_targets"), |b| {
             b.iter(|| {
                 black_box(ui_links::link_targets(
-                    &block, &input, &queries, limits, &CLOCK,
+                    &block,
+                    &input,
+                    &queries,
+                    limits,
+                    &HostLimits::DEFAULT,
+                    &CLOCK,
                 ))
             })
         });

@@ -12,7 +12,9 @@ use ui_compiler::{
     Block, CompileOptions, UiCompiler, UiState, View, ViewNode, compile_block, evaluate_block,
     has_fence, input_values, may_reference_host, query_arguments, resolve_choice, validated_state,
 };
-use ui_core::{Budget, Clock, Failure, FrozenClock, Record, SystemClock, UiLimits, Value, catalog};
+use ui_core::{
+    Budget, Clock, Failure, FrozenClock, HostLimits, Record, SystemClock, UiLimits, Value, catalog,
+};
 
 use ui_host::JsonSchemas;
 
@@ -486,12 +488,18 @@ impl<'r> Request<'r> {
         for (index, block) in self.selected(&blocks) {
             let input = self.per_block("input", index);
             let queries = self.readings(index, block);
-            let entry =
-                match ui_links::link_targets(block, &input, &queries, self.eval_limits, &*clock) {
-                    Ok(targets) => json!({"index": index, "id": block.id,
+            let entry = match ui_links::link_targets(
+                block,
+                &input,
+                &queries,
+                self.eval_limits,
+                &HostLimits::DEFAULT,
+                &*clock,
+            ) {
+                Ok(targets) => json!({"index": index, "id": block.id,
                     "targets": serde_json::to_value(&targets).unwrap_or(Json::Null)}),
-                    Err(f) => json!({"index": index, "id": block.id, "error": failure_json(&f)}),
-                };
+                Err(f) => json!({"index": index, "id": block.id, "error": failure_json(&f)}),
+            };
             out.push(entry);
         }
         Ok(json!({"blocks": out}))

@@ -233,6 +233,11 @@ impl World {
     }
 
     pub fn with_host(host: Arc<TestHost>) -> Self {
+        Self::with_host_limits(host, ui_core::HostLimits::DEFAULT)
+    }
+
+    /// A world whose service checks `limits` instead of the spec's host limits.
+    pub fn with_host_limits(host: Arc<TestHost>, limits: ui_core::HostLimits) -> Self {
         let store = Arc::new(MemoryStore::new());
         for chat in ["c1", "c2"] {
             store.put_chat(ChatInfo {
@@ -240,10 +245,12 @@ impl World {
                 data: Value::Null,
             });
         }
-        let service = UiQueries::new(
+        let service = UiQueries::with_limits(
             host.clone(),
             store.clone(),
             Arc::new(TokioClock::starting_at(1_000_000)),
+            limits,
+            ui_core::UiHostLimits::DEFAULT,
         );
         World {
             host,

@@ -170,3 +170,39 @@ async fn a_block_without_queries_needs_no_reads() {
     let r = w.service.link(&p).await;
     assert_eq!(r.code.as_deref(), Some("access-unavailable"));
 }
+
+const ONE_FILE: &str = "```ui\n<File path=\"src/app.rs\">app</File>\n```\n";
+
+/// The configured host limits reach `ui.link` and the freeze: a path longer than the
+/// configured `linkPath` is no link target, and reasons are cut to the configured `reason`.
+#[tokio::test(start_paused = true)]
+async fn configured_host_limits_bound_link_targets_and_reasons() {
+    let limits = ui_core::HostLimits::DEFAULT
+        .with("linkPath", 8)
+        .and_then(|l| l.with("reason", 12))
+        .unwrap();
+    let w = World::with_host_limits(common::TestHost::new(), limits);
+    let block = w.put_reply("c1", "i1", ONE_FILE)[0].clone();
+    w.service.observe("c1", "i1", true).await;
+    settle().await;
+    // `src/app.rs` is 10 units: no target under an 8-unit path limit.
+    let file = &w.node_ids("c1", "i1", "File")[0];
+    let r = w.service.link(&link(&block, file)).await;
+    assert_eq!(r.state, LinkState::Plain);
+    assert_eq!(r.code.as_deref(), Some("link-unsupported"), "{r:?}");
+    let reason = r.reason.unwrap();
+    assert_eq!(reason.encode_utf16().count(), 12, "{reason:?}");
+    // The freeze resolved no link either.
+    let state = w.store.item_now("c1", "i1").ui_queries.unwrap();
+    assert!(state.blocks[&block.0].links.is_empty());
+    // Under the spec's limits the same node is a chip.
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", ONE_FILE)[0].clone();
+    w.service.observe("c1", "i1", true).await;
+    settle().await;
+    let file = &w.node_ids("c1", "i1", "File")[0];
+    assert_eq!(
+        w.service.link(&link(&block, file)).await.state,
+        LinkState::Chip
+    );
+}

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use ui_compiler::{CompileOptions, compile_block};
-//! use ui_core::{FrozenClock, Record, UiLimits};
+//! use ui_core::{FrozenClock, HostLimits, Record, UiLimits};
 //! use ui_links::{LinkTarget, link_targets};
 //!
 //! let clock = FrozenClock(0.0);
@@ -19,8 +19,10 @@
 //!     "b",
 //!     &options,
 //! );
-//! let targets = link_targets(&block, &Record::default(), &Record::default(), UiLimits::DEFAULT, &clock)
-//!     .unwrap();
+//! let (input, readings) = (Record::default(), Record::default());
+//! let targets =
+//!     link_targets(&block, &input, &readings, UiLimits::DEFAULT, &HostLimits::DEFAULT, &clock)
+//!         .unwrap();
 //! // The Commit is hidden by a false Show, so only the File is a target.
 //! assert_eq!(targets.len(), 1);
 //! assert_eq!(

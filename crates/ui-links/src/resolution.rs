@@ -57,9 +57,9 @@ pub struct LinkResolution {
 
 impl LinkResolution {
     /// A plain resolution with an optional stable `code` and a `reason` truncated to the
-    /// host's reason limit.
-    pub fn plain(code: Option<&str>, reason: impl AsRef<str>) -> Self {
-        let max = HostLimits::DEFAULT.reason() as usize;
+    /// host's reason limit (`limits.reason()` UTF-16 units).
+    pub fn plain(code: Option<&str>, reason: impl AsRef<str>, limits: &HostLimits) -> Self {
+        let max = limits.reason() as usize;
         LinkResolution {
             state: LinkState::Plain,
             code: code.map(str::to_owned),
@@ -89,23 +89,24 @@ impl LinkResolution {
         }
     }
 
-    /// Reads a host's answer (`host.md` §13.5): the value is copied under the default
-    /// budget, parsed (unknown fields dropped) and validated. An answer that fails becomes
-    /// a plain resolution with the failure as reason and no code; a plain answer keeps its
-    /// own code and reason.
-    pub fn from_host_answer(answer: &Json) -> LinkResolution {
+    /// Reads a host's answer (`host.md` §13.5): the value is copied under the `budget`
+    /// limits, parsed (unknown fields dropped) and validated against `limits`. An answer
+    /// that fails becomes a plain resolution with the failure as reason and no code; a
+    /// plain answer keeps its own code and reason.
+    pub fn from_host_answer(answer: &Json, limits: &HostLimits, budget: UiLimits) -> Self {
+        // A count of work, not of time: the copy's clock never advances.
         let clock = FrozenClock(0.0);
-        let mut budget = Budget::new(UiLimits::DEFAULT, &clock);
+        let mut budget = Budget::new(budget, &clock);
         if let Err(f) = budget.copy_value(&Value::from(answer)) {
-            return LinkResolution::plain(None, f.message);
+            return LinkResolution::plain(None, f.message, limits);
         }
         let parsed: LinkResolution = match serde_json::from_value(answer.clone()) {
             Ok(r) => r,
-            Err(e) => return LinkResolution::plain(None, e.to_string()),
+            Err(e) => return LinkResolution::plain(None, e.to_string(), limits),
         };
-        match parsed.validate(&HostLimits::DEFAULT) {
+        match parsed.validate(limits) {
             Ok(()) => parsed,
-            Err(reason) => LinkResolution::plain(None, reason),
+            Err(reason) => LinkResolution::plain(None, reason, limits),
         }
     }
 }
@@ -117,10 +118,14 @@ mod tests {
 
     #[test]
     fn wire_shape_and_validation() {
-        let chip = LinkResolution::from_host_answer(&json!({
-            "state": "chip", "target": {"type": "File", "path": "a.rs", "line": 3},
-            "label": "a.rs", "relativePath": "src/a.rs", "extra": 1,
-        }));
+        let chip = LinkResolution::from_host_answer(
+            &json!({
+                "state": "chip", "target": {"type": "File", "path": "a.rs", "line": 3},
+                "label": "a.rs", "relativePath": "src/a.rs", "extra": 1,
+            }),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
+        );
         assert_eq!(chip.state, LinkState::Chip);
         assert_eq!(chip.relative_path.as_deref(), Some("src/a.rs"));
         assert_eq!(
@@ -128,26 +133,39 @@ mod tests {
             json!({"state": "chip", "target": {"type": "File", "path": "a.rs", "line": 3},
                    "label": "a.rs", "relativePath": "src/a.rs"})
         );
-        let no_target = LinkResolution::from_host_answer(&json!({"state": "chip"}));
+        let no_target = LinkResolution::from_host_answer(
+            &json!({"state": "chip"}),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
+        );
         assert_eq!(no_target.state, LinkState::Plain);
         assert_eq!(no_target.code, None);
         let bad_sha = LinkResolution::from_host_answer(
             &json!({"state": "chip", "target": {"type": "Commit", "sha": "xyz"}}),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
         );
         assert_eq!(bad_sha.state, LinkState::Plain);
         let extra_field = LinkResolution::from_host_answer(
             &json!({"state": "chip", "target": {"type": "Node", "id": "n", "more": 1}}),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
         );
         assert_eq!(extra_field.state, LinkState::Plain);
         let plain = LinkResolution::from_host_answer(
             &json!({"state": "plain", "code": "target-unavailable", "reason": "gone"}),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
         );
         assert_eq!(plain.code.as_deref(), Some("target-unavailable"));
-        let forbidden =
-            LinkResolution::from_host_answer(&json!({"state": "plain", "__proto__": {}}));
+        let forbidden = LinkResolution::from_host_answer(
+            &json!({"state": "plain", "__proto__": {}}),
+            &HostLimits::DEFAULT,
+            UiLimits::DEFAULT,
+        );
         assert_eq!(forbidden.code, None);
         assert!(
-            LinkResolution::plain(None, "x".repeat(500))
+            LinkResolution::plain(None, "x".repeat(500), &HostLimits::DEFAULT)
                 .reason
                 .unwrap()
                 .len()

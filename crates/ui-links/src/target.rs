@@ -139,6 +139,8 @@ impl LinkTarget {
 /// live view — complete, without error, not under a failed or incomplete node, not inside a
 /// false `Show` — that names a valid target, keyed by evaluated node id in document order.
 /// The map has no cap; a host applies the 64-target limit where it freezes or checks links.
+/// `limits` budget the evaluation; `host` bounds the targets (path and id lengths), so a
+/// host's configured limits reach this check too.
 ///
 /// # Errors
 /// The failures of [`ui_compiler::validated_state`].
@@ -147,13 +149,13 @@ pub fn link_targets(
     input: &Record,
     queries: &Record,
     limits: UiLimits,
+    host: &HostLimits,
     clock: &dyn Clock,
 ) -> Result<IndexMap<String, LinkTarget>, Failure> {
     let (_, view) = validated_view(block, input, queries, limits, clock)?;
-    let host = HostLimits::DEFAULT;
     let mut targets = IndexMap::new();
     view.walk_live(&mut |node, _| {
-        if let Some(target) = LinkTarget::from_node(&node.kind, &node.props, &host) {
+        if let Some(target) = LinkTarget::from_node(&node.kind, &node.props, host) {
             targets.insert(node.id.clone(), target);
         }
     });

@@ -58,6 +58,7 @@ fn targets_for(
         &record(input),
         &record(queries),
         UiLimits::DEFAULT,
+        &HostLimits::DEFAULT,
         &CLOCK,
     )
 }
@@ -453,9 +454,13 @@ fn from_node_reads_only_link_components_with_exact_props() {
 
 #[test]
 fn host_answers_need_a_valid_target_for_a_chip() {
-    let chip = LinkResolution::from_host_answer(&json!({
-        "state": "chip", "target": {"type": "Diff", "path": "a.rs"}, "staged": true, "x": 1
-    }));
+    let chip = LinkResolution::from_host_answer(
+        &json!({
+            "state": "chip", "target": {"type": "Diff", "path": "a.rs"}, "staged": true, "x": 1
+        }),
+        &HostLimits::DEFAULT,
+        UiLimits::DEFAULT,
+    );
     assert_eq!(chip.state, LinkState::Chip);
     assert_eq!(chip.staged, Some(true));
     for answer in [
@@ -466,13 +471,16 @@ fn host_answers_need_a_valid_target_for_a_chip() {
         json!({"state": "open"}),
         json!("chip"),
     ] {
-        let plain = LinkResolution::from_host_answer(&answer);
+        let plain =
+            LinkResolution::from_host_answer(&answer, &HostLimits::DEFAULT, UiLimits::DEFAULT);
         assert_eq!(plain.state, LinkState::Plain, "{answer}");
         assert_eq!(plain.code, None, "{answer}");
         assert!(plain.reason.is_some(), "{answer}");
     }
     let plain = LinkResolution::from_host_answer(
         &json!({"state": "plain", "code": "outside-project", "reason": "elsewhere"}),
+        &HostLimits::DEFAULT,
+        UiLimits::DEFAULT,
     );
     assert_eq!(plain.code.as_deref(), Some("outside-project"));
     assert_eq!(plain.reason.as_deref(), Some("elsewhere"));
@@ -539,7 +547,7 @@ proptest! {
             source += &tail.source();
         }
         let block = compile_with(&source, is_final);
-        let result = link_targets(&block, &Record::default(), &Record::default(), UiLimits::DEFAULT, &CLOCK);
+        let result = link_targets(&block, &Record::default(), &Record::default(), UiLimits::DEFAULT, &HostLimits::DEFAULT, &CLOCK);
         if !is_final {
             prop_assert_eq!(result.unwrap_err().code, Code::InvalidBlock);
             return Ok(());

@@ -132,7 +132,11 @@ impl UiQueries {
                     );
                 }
                 for link in entry.links.values_mut() {
-                    *link = LinkResolution::plain(Some(HostCode::LinkUnchecked.as_str()), reason);
+                    *link = LinkResolution::plain(
+                        Some(HostCode::LinkUnchecked.as_str()),
+                        reason,
+                        &self.limits,
+                    );
                 }
                 entry.fallback = format!(
                     "{}{sources}\nThe live values were too large to keep.",
@@ -191,8 +195,14 @@ impl UiQueries {
             return IndexMap::new();
         };
         let clock = BudgetClock(&*self.clock);
-        let Ok(targets) = link_targets(block, &Record::default(), fresh, self.ui_limits, &clock)
-        else {
+        let Ok(targets) = link_targets(
+            block,
+            &Record::default(),
+            fresh,
+            self.ui_limits,
+            &self.limits,
+            &clock,
+        ) else {
             return IndexMap::new();
         };
         let info = self.store.chat_info(chat_id).await.unwrap_or_default();
@@ -200,12 +210,15 @@ impl UiQueries {
         for (node_id, target) in targets.iter().take(self.ui_host_limits.links() as usize) {
             let resolution = match access {
                 None => plain(
+                    &self.limits,
                     HostCode::AccessUnavailable,
                     "The writing chat's access is not available.",
                 ),
                 Some(access) => match resolver.link(&info, access, target).await {
-                    Ok(answer) => LinkResolution::from_host_answer(&answer),
-                    Err(e) => LinkResolution::plain(e.code(), e.reason()),
+                    Ok(answer) => {
+                        LinkResolution::from_host_answer(&answer, &self.limits, self.ui_limits)
+                    }
+                    Err(e) => LinkResolution::plain(e.code(), e.reason(), &self.limits),
                 },
             };
             out.insert(node_id.clone(), resolution);

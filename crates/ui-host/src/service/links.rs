@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ui_core::HostCode;
+use ui_core::{HostCode, HostLimits};
 use ui_links::{LinkResolution, link_targets};
 
 use super::{IssueRequest, UiQueries};
@@ -17,19 +17,32 @@ impl UiQueries {
     /// will not make it a chip.
     pub async fn link(self: &Arc<Self>, p: &LinkPayload) -> LinkResolution {
         let Some(resolver) = self.host.links() else {
-            return plain(HostCode::LinksUnsupported, "The host resolves no links.");
+            return plain(
+                &self.limits,
+                HostCode::LinksUnsupported,
+                "The host resolves no links.",
+            );
         };
         let Some((item, block)) = self
             .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
             .await
         else {
-            return plain(HostCode::BlockStale, "The block changed or is not final.");
+            return plain(
+                &self.limits,
+                HostCode::BlockStale,
+                "The block changed or is not final.",
+            );
         };
         if item.ui_queries.is_none() {
-            return plain(HostCode::AccessUnavailable, "The item was never captured.");
+            return plain(
+                &self.limits,
+                HostCode::AccessUnavailable,
+                "The item was never captured.",
+            );
         }
         let Some(access) = self.access(&p.chat_id, &p.item_id).await else {
             return plain(
+                &self.limits,
                 HostCode::AccessUnavailable,
                 "The writing chat's access is not available.",
             );
@@ -47,27 +60,35 @@ impl UiQueries {
             .await
         {
             Ok(v) => v,
-            Err(r) => return LinkResolution::plain(r.code.as_deref(), &r.message),
+            Err(r) => return LinkResolution::plain(r.code.as_deref(), &r.message, &self.limits),
         };
         let clock = BudgetClock(&*self.clock);
-        let targets = match link_targets(&block, &p.values, &issued, self.ui_limits, &clock) {
+        let targets = match link_targets(
+            &block,
+            &p.values,
+            &issued,
+            self.ui_limits,
+            &self.limits,
+            &clock,
+        ) {
             Ok(t) => t,
-            Err(f) => return LinkResolution::plain(None, &f.message),
+            Err(f) => return LinkResolution::plain(None, &f.message, &self.limits),
         };
         let Some(target) = targets.get(&p.node_id) else {
             return plain(
+                &self.limits,
                 HostCode::LinkUnsupported,
                 "The node is not a visible link of this block.",
             );
         };
         let info = self.store.chat_info(&p.chat_id).await.unwrap_or_default();
         match resolver.link(&info, &access, target).await {
-            Ok(answer) => LinkResolution::from_host_answer(&answer),
-            Err(e) => LinkResolution::plain(e.code(), e.reason()),
+            Ok(answer) => LinkResolution::from_host_answer(&answer, &self.limits, self.ui_limits),
+            Err(e) => LinkResolution::plain(e.code(), e.reason(), &self.limits),
         }
     }
 }
 
-pub(super) fn plain(code: HostCode, reason: &str) -> LinkResolution {
-    LinkResolution::plain(Some(code.as_str()), reason)
+pub(super) fn plain(limits: &HostLimits, code: HostCode, reason: &str) -> LinkResolution {
+    LinkResolution::plain(Some(code.as_str()), reason, limits)
 }

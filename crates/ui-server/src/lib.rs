@@ -100,7 +100,7 @@
 //! let mut config = ServerConfig::new("uiblocks.db");
 //! config.sources = SourcesConfig::File("sources.toml".into());
 //! config.demo = true;
-//! config.port = 8080;
+//! config.bind = "127.0.0.1:8080".parse().unwrap();
 //! serve(config).await
 //! # }
 //! ```
@@ -129,6 +129,8 @@ mod replies;
 mod routes;
 pub mod schema;
 mod server;
+mod settings;
+mod signin;
 mod sources;
 mod state;
 mod store;
@@ -138,7 +140,7 @@ pub use auth::{
     Authenticator, DEMO_USERS, DemoAuth, DemoUser, MEMBERS_SOURCE, NoAuth, Principal,
     SESSION_COOKIE, cookie_value,
 };
-pub use config::{ChatLimits, ServerConfig, SourcesConfig};
+pub use config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
@@ -150,6 +152,8 @@ pub use routes::{
     NewChatBody, NewReplyBody, RowsBody, RowsWritten, router,
 };
 pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
+pub use settings::{ConfigError, env_name, load_config, parse_duration};
+pub use signin::{AuthConfig, JwtAlgorithm, JwtAuth, JwtConfig, JwtKey, ProxyAuth, ProxyConfig};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState};
 pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};

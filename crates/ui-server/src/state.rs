@@ -17,6 +17,7 @@ use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
+use crate::signin::{AuthConfig, JwtAuth, ProxyAuth};
 use crate::sources::{DemoLinks, SqlHost, TomlSources};
 use crate::store::{SCHEMA, SqliteUiStore};
 
@@ -164,11 +165,23 @@ impl AppBuilder {
             Arc::clone(&clock),
             chat_limits,
         );
-        let demo = config.demo.then(|| Arc::new(DemoAuth::new()));
-        let auth: Arc<dyn Authenticator> = match (self.auth, &demo) {
-            (Some(auth), _) => auth,
-            (None, Some(demo)) => demo.clone(),
-            (None, None) => Arc::new(NoAuth),
+        let demo_sessions = match &config.auth {
+            AuthConfig::Auto => config.demo,
+            AuthConfig::Demo if !config.demo => {
+                return Err(ServerError::Config(
+                    "auth.mode = \"demo\" needs demo = true".into(),
+                ));
+            }
+            AuthConfig::Demo => true,
+            _ => false,
+        };
+        let demo = demo_sessions.then(|| Arc::new(DemoAuth::new()));
+        let auth: Arc<dyn Authenticator> = match (self.auth, &demo, &config.auth) {
+            (Some(auth), _, _) => auth,
+            (None, Some(demo), _) => demo.clone(),
+            (None, None, AuthConfig::Jwt(jwt)) => Arc::new(JwtAuth::new(jwt)?),
+            (None, None, AuthConfig::Proxy(proxy)) => Arc::new(ProxyAuth::new(proxy)?),
+            (None, None, _) => Arc::new(NoAuth),
         };
         let links = self.links.or_else(|| {
             config

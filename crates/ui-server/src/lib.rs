@@ -48,6 +48,7 @@
 //! | `GET /api/catalog` | the catalog texts and sources for the agent's prompt |
 //! | `GET /api/schema`, `GET /api/schema/{type}` | JSON Schemas of the wire types |
 //! | `POST /api/sources/{name}/rows` | a source's write path, recorded as change events |
+//! | `GET /healthz`, `GET /readyz` | liveness (`200 ok`); readiness (`200 ready`, `503` when the database or the change log fails) |
 //! | `GET /`, `/app.css`, `/app.js` | the demo page (plain HTML/CSS/JS, embedded) |
 //!
 //! ```

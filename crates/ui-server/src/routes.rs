@@ -53,6 +53,9 @@ pub fn router(state: AppState) -> Router {
         .route("/ui/events", get(feed::events))
         .route("/ui/poll", get(feed::poll))
         .merge(crate::page::routes());
+    routes = routes
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
     if state.demo().is_some() {
         routes = routes
             .route("/api/login", post(login))
@@ -692,4 +695,25 @@ async fn write_rows(
         cursor: seq.as_ref().map(ToString::to_string),
     };
     Ok(json(StatusCode::OK, &body, seq))
+}
+
+/// `GET /healthz`: the process is up and serving (always `200 ok`).
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: `200 ready` when the database answers a query within 2 s and the change
+/// log is not degraded (its writes succeed); `503` with the reason otherwise.
+async fn readyz(State(state): State<AppState>) -> (axum::http::StatusCode, &'static str) {
+    use axum::http::StatusCode;
+    let probe = tokio::time::timeout(std::time::Duration::from_secs(2), state.ping_database());
+    match probe.await {
+        Ok(Ok(())) if !state.sync().degraded() => (StatusCode::OK, "ready\n"),
+        Ok(Ok(())) => (StatusCode::SERVICE_UNAVAILABLE, "change log degraded\n"),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: the database failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
+        }
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database timed out\n"),
+    }
 }

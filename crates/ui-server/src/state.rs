@@ -303,6 +303,21 @@ impl AppState {
         &self.inner.sync_limits
     }
 
+    /// Runs `SELECT 1` on the store's database (the readiness probe).
+    ///
+    /// # Errors
+    /// The database's failure, as text.
+    pub async fn ping_database(&self) -> Result<(), String> {
+        self.inner
+            .db
+            .read(|conn| {
+                conn.query_row("SELECT 1", [], |_| Ok(()))
+                    .map_err(crate::db::DbError::from)
+            })
+            .await
+            .map_err(|e| e.0)
+    }
+
     /// The authenticator.
     pub fn authenticator(&self) -> &Arc<dyn Authenticator> {
         &self.inner.auth

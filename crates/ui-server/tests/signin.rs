@@ -337,3 +337,24 @@ async fn the_proxy_headers_count_only_with_the_shared_secret() {
         assert_refused(&me(&app, &headers).await, what);
     }
 }
+
+#[tokio::test]
+async fn health_and_readiness_answer_without_signing_in() {
+    let app = app_with(AuthConfig::None).await;
+    let health = me_path(&app, "/healthz").await;
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (StatusCode::OK, Some("ok\n"))
+    );
+    let ready = me_path(&app, "/readyz").await;
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (StatusCode::OK, Some("ready\n"))
+    );
+    assert_refused(&me(&app, &[]).await, "nobody signs in with mode none");
+}
+
+async fn me_path(app: &App, path: &str) -> Answer {
+    app.send(Request::get(path).body(Body::empty()).unwrap())
+        .await
+}

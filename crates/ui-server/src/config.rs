@@ -116,9 +116,6 @@ pub struct ServerConfig {
     /// Who may sign in: see [`AuthConfig`]. Default [`AuthConfig::Auto`] (the demo's
     /// sessions with `demo`, nobody otherwise).
     pub auth: AuthConfig,
-    /// The bearer token `GET /metrics` requires; `None` serves it to anyone who can reach
-    /// the port (keep the port private then). Default `None`.
-    pub metrics_token: Option<Secret>,
 }
 
 /// A secret setting (a JWT key, a shared secret, a token): compared in constant time, and
@@ -178,7 +175,6 @@ impl ServerConfig {
             drain_timeout: limits::DRAIN_TIMEOUT,
             secure_cookies: false,
             auth: AuthConfig::Auto,
-            metrics_token: None,
         }
     }
 }

@@ -114,7 +114,9 @@
 //! timeouts), http-body and tower (the body and service traits that loop wraps), tracing
 //! (the request log, failed writes and database calls, warnings and errors; the binary
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
-//! stops a cancelled source read).
+//! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT
+//! crate that checks signatures, `exp`/`nbf`/`iss`/`aud` and reads JWKS, built with its
+//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed).
 
 mod auth;
 mod cache;

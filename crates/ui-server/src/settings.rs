@@ -107,7 +107,6 @@ const KEYS: &[(&str, Kind)] = &[
     ("auth.proxy.projects_header", Kind::Str),
     ("auth.proxy.secret_header", Kind::Str),
     ("auth.proxy.secret", Kind::Str),
-    ("metrics.token", Kind::Str),
 ];
 
 /// The limit groups: table name and wire keys.
@@ -337,7 +336,6 @@ struct FileConfig {
     chat: ChatSection,
     limits: LimitsSection,
     auth: AuthSection,
-    metrics: MetricsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -430,12 +428,6 @@ struct ProxySection {
     secret: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct MetricsSection {
-    token: Option<String>,
-}
-
 impl FileConfig {
     fn into_config(self, from_env: &IndexMap<String, String>) -> Result<ServerConfig, ConfigError> {
         let bad = |key: &str, message: String| ConfigError::BadValue {
@@ -507,7 +499,6 @@ impl FileConfig {
                 .with("writeTimeout", ms)
                 .map_err(|e| bad("connections.write_timeout", e.to_string()))?;
         }
-        config.metrics_token = self.metrics.token.map(Secret::new);
         let auth = self.auth;
         config.auth = match auth.mode.as_deref() {
             None => AuthConfig::Auto,
@@ -699,7 +690,6 @@ cookie = "app_token"
                 ("UIBLOCKS_LIMITS_HOST_READSLOTS", "2"),
                 ("UIBLOCKS_AUTH_MODE", "proxy"),
                 ("UIBLOCKS_AUTH_PROXY_SECRET", "0123456789abcdef0123"),
-                ("UIBLOCKS_METRICS_TOKEN", "scrape"),
             ]),
         )
         .unwrap();
@@ -707,7 +697,6 @@ cookie = "app_token"
         assert_eq!(config.max_connections, 7);
         assert_eq!(config.origins, ["https://a.example", "https://b.example"]);
         assert_eq!(config.host_limits.read_slots(), 2);
-        assert_eq!(config.metrics_token, Some(Secret::new("scrape")));
         let AuthConfig::Proxy(proxy) = config.auth else {
             panic!("not proxy")
         };

@@ -274,7 +274,7 @@ impl Server {
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         let mut config = ServerConfig::new(dir.join("app.db"));
         config.demo = true;
-        config.port = 0;
+        config.bind = ([127, 0, 0, 1], 0).into();
         config.sources = SourcesConfig::Inline(ui_server::DEMO_SOURCES.to_owned());
         config.sync_limits = limits;
         runtime.block_on(async {

@@ -1,5 +1,6 @@
 //! The command line of `uiblocks`, parsed with clap.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -150,18 +151,25 @@ pub struct SchemaArgs {
     pub type_name: Option<String>,
 }
 
-/// Arguments of `serve`.
+/// Arguments of `serve`. Settings come from the defaults, then `--config`, then the
+/// `UIBLOCKS_*` environment variables, then these flags (each flag wins when given).
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// A configuration file (`uiblocks.toml`; every key in docs/configuration.md).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Serve the demo: cookie sessions for `alice` and `bob`, the demo sources and links.
     #[arg(long)]
     pub demo: bool,
-    /// The port on 127.0.0.1 (0 picks a free one).
-    #[arg(long, default_value_t = 8080)]
-    pub port: u16,
-    /// The SQLite database (created when missing).
-    #[arg(long, value_name = "PATH", default_value = "uiblocks.db")]
-    pub db: PathBuf,
+    /// The address to listen on, e.g. `0.0.0.0:8080` or `[::1]:0` [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR", conflicts_with = "port")]
+    pub bind: Option<SocketAddr>,
+    /// The port on 127.0.0.1 (0 picks a free one); short for `--bind 127.0.0.1:PORT`.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The SQLite database (created when missing) [default: uiblocks.db].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
     /// A `sources.toml` declaring the SQL sources (default with `--demo`: the demo's).
     #[arg(long, value_name = "FILE")]
     pub sources: Option<PathBuf>,
@@ -194,18 +202,10 @@ pub struct ServeArgs {
 }
 
 /// A duration written as a whole number with a unit: `ms`, `s` or `m` (`250ms`, `10s`,
-/// `2m`).
+/// `2m`); [`ui_server::parse_duration`].
 ///
 /// # Errors
 /// A message naming the accepted forms.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let wrong = || format!("`{text}` is not a duration such as `250ms`, `10s` or `2m`");
-    let digits = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(wrong)?;
-    let n: u64 = text[..digits].parse().map_err(|_| wrong())?;
-    match &text[digits..] {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => n.checked_mul(60).map(Duration::from_secs).ok_or_else(wrong),
-        _ => Err(wrong()),
-    }
+    ui_server::parse_duration(text)
 }

@@ -229,3 +229,111 @@ fn serve_fails_cleanly_when_the_port_is_taken() {
     drop(taken);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Starts `uiblocks serve` with `args` and `env`; the first line of standard output.
+fn start(args: &[&str], env: &[(&str, &str)]) -> (Running, String) {
+    let mut cmd = bin();
+    cmd.arg("serve").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Running(child);
+    let stdout = server.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).ok();
+        tx.send(line).ok();
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a start-up line");
+    (server, line)
+}
+
+#[test]
+fn bind_on_port_0_prints_the_real_address_and_the_file_and_environment_configure_it() {
+    let dir = temp_dir("bind");
+    let db = dir.join("app.db");
+    let (mut server, line) = start(
+        &[
+            "--demo",
+            "--bind",
+            "127.0.0.1:0",
+            "--db",
+            db.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    assert_ne!(port, 0, "{line}");
+    let mut tcp = connect(port);
+    write!(
+        tcp,
+        "GET /api/session HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    assert!(read_until(&mut tcp, "\"user\"").starts_with("HTTP/1.1 200"));
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+
+    // The file says port 1 on loopback; the environment moves it to a free port and
+    // names the database; the demo comes from the file.
+    let file = dir.join("uiblocks.toml");
+    std::fs::write(
+        &file,
+        "[server]\nbind = \"127.0.0.1:1\"\ndemo = true\n[database]\npath = \"ignored.db\"\n",
+    )
+    .unwrap();
+    let (mut server, line) = start(
+        &["--config", file.to_str().unwrap()],
+        &[
+            ("UIBLOCKS_SERVER_BIND", "127.0.0.1:0"),
+            ("UIBLOCKS_DATABASE_PATH", db.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        line.starts_with("uiblocks: serving the demo on http://127.0.0.1:"),
+        "{line}"
+    );
+    assert!(line.contains(db.to_str().unwrap()), "{line}");
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_bad_configuration_stops_the_start_naming_the_key() {
+    let dir = temp_dir("badconfig");
+    let file = dir.join("uiblocks.toml");
+    std::fs::write(&file, "[server]\nbind = \"127.0.0.1:0\"\nport = 80\n").unwrap();
+    let out = bin()
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown key `server.port`"), "{stderr}");
+    let out = bin()
+        .args(["serve", "--port", "0", "--db"])
+        .arg(dir.join("x.db"))
+        .env("UIBLOCKS_CONNECTIONS_IDLE_TIMEOUT", "forever")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`connections.idle_timeout` (from UIBLOCKS_CONNECTIONS_IDLE_TIMEOUT)"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

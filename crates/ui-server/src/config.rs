@@ -1,7 +1,8 @@
 //! [`ServerConfig`]: where the database and the sources are, whether the demo runs, the
-//! port, every limit group the server checks ([`ChatLimits`] and the spec's groups), and the
+//! address, who may sign in, every limit group the server checks ([`ChatLimits`] and the spec's groups), and the
 //! bounds of connections and of shutdown.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 use crate::limits::{
     self, MAX_CHAT_ITEMS, MAX_CHAT_PAGE_BYTES, MAX_CHAT_PAGE_ITEMS, MAX_ITEM_TEXT_BYTES,
 };
+use crate::signin::AuthConfig;
 
 /// How large a chat may grow and how much of it one read answers. Build it with
 /// [`ChatLimits::default`] and set the fields; every field must be at least 1.
@@ -66,8 +68,9 @@ pub struct ServerConfig {
     /// Serve the demo: cookie sessions for `alice` (project `web`) and `bob` (project
     /// `ops`) through `POST /api/login`, and the demo link resolver.
     pub demo: bool,
-    /// The port [`crate::serve`] binds on 127.0.0.1 (0 picks a free one).
-    pub port: u16,
+    /// The address [`crate::serve`] binds (port 0 picks a free one). Default
+    /// `127.0.0.1:8080`.
+    pub bind: SocketAddr,
     /// Origins (`scheme://host:port`) besides the request's own host that may send
     /// requests; any other `Origin`, and every `Sec-Fetch-Site: cross-site` request, gets
     /// `403 forbidden`.
@@ -110,6 +113,42 @@ pub struct ServerConfig {
     /// The server is reached over HTTPS (behind a TLS proxy): cookies are `Secure`.
     /// Default `false`.
     pub secure_cookies: bool,
+    /// Who may sign in: see [`AuthConfig`]. Default [`AuthConfig::Auto`] (the demo's
+    /// sessions with `demo`, nobody otherwise).
+    pub auth: AuthConfig,
+}
+
+/// A secret setting (a JWT key, a shared secret, a token): compared in constant time, and
+/// never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret's text.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `candidate` equals the secret, in time that depends only on the lengths.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        let secret = self.0.as_bytes();
+        let mut diff = u8::from(secret.len() != candidate.len());
+        for (i, s) in secret.iter().enumerate() {
+            diff |= s ^ candidate.get(i).copied().unwrap_or(!s);
+        }
+        diff == 0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
 }
 
 impl ServerConfig {
@@ -120,7 +159,7 @@ impl ServerConfig {
             database: database.into(),
             sources: SourcesConfig::None,
             demo: false,
-            port: 8080,
+            bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
             origins: Vec::new(),
             sync_limits: SyncLimits::DEFAULT,
             host_limits: HostLimits::DEFAULT,
@@ -135,6 +174,7 @@ impl ServerConfig {
             shutdown_spread: limits::SHUTDOWN_SPREAD,
             drain_timeout: limits::DRAIN_TIMEOUT,
             secure_cookies: false,
+            auth: AuthConfig::Auto,
         }
     }
 }

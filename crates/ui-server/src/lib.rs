@@ -56,6 +56,7 @@
 //! | `GET /api/catalog` | the catalog texts and sources for the agent's prompt |
 //! | `GET /api/schema`, `GET /api/schema/{type}` | JSON Schemas of the wire types |
 //! | `POST /api/sources/{name}/rows` | a source's write path, recorded as change events |
+//! | `GET /healthz`, `GET /readyz` | liveness (`200 ok`); readiness (`200 ready`, `503` when the database or the change log fails) |
 //! | `GET /`, `/app.css`, `/app.js` | the demo page (plain HTML/CSS/JS, embedded) |
 //!
 //! ```
@@ -108,7 +109,7 @@
 //! let mut config = ServerConfig::new("uiblocks.db");
 //! config.sources = SourcesConfig::File("sources.toml".into());
 //! config.demo = true;
-//! config.port = 8080;
+//! config.bind = "127.0.0.1:8080".parse().unwrap();
 //! serve(config).await
 //! # }
 //! ```
@@ -121,7 +122,9 @@
 //! timeouts), http-body and tower (the body and service traits that loop wraps), tracing
 //! (the request log, failed writes and database calls, warnings and errors; the binary
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
-//! stops a cancelled source read).
+//! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT
+//! crate that checks signatures, `exp`/`nbf`/`iss`/`aud` and reads JWKS, built with its
+//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed).
 
 mod auth;
 mod cache;
@@ -138,6 +141,8 @@ mod replies;
 mod routes;
 pub mod schema;
 mod server;
+mod settings;
+mod signin;
 mod sources;
 mod state;
 mod store;
@@ -148,7 +153,7 @@ pub use auth::{
     SESSION_COOKIE, cookie_value,
 };
 pub use changes::SyncChanges;
-pub use config::{ChatLimits, ServerConfig, SourcesConfig};
+pub use config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
@@ -160,6 +165,8 @@ pub use routes::{
     NewChatBody, NewReplyBody, ROUTES, Route, RouteMethod, RowsBody, RowsWritten, router,
 };
 pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
+pub use settings::{ConfigError, env_name, load_config, parse_duration};
+pub use signin::{AuthConfig, JwtAlgorithm, JwtAuth, JwtConfig, JwtKey, ProxyAuth, ProxyConfig};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState};
 pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};

@@ -133,6 +133,8 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/", |m| on(m, crate::page::index)),
     route(Get, "/app.css", |m| on(m, crate::page::css)),
     route(Get, "/app.js", |m| on(m, crate::page::js)),
+    route(Get, "/healthz", |m| on(m, healthz)),
+    route(Get, "/readyz", |m| on(m, readyz)),
 ];
 
 /// The router of the whole API: every entry of [`ROUTES`] (the demo's only with
@@ -777,4 +779,25 @@ async fn write_rows(
         cursor: seq.as_ref().map(ToString::to_string),
     };
     Ok(json(StatusCode::OK, &body, seq))
+}
+
+/// `GET /healthz`: the process is up and serving (always `200 ok`).
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: `200 ready` when the database answers a query within 2 s and the change
+/// log is not degraded (its writes succeed); `503` with the reason otherwise.
+async fn readyz(State(state): State<AppState>) -> (axum::http::StatusCode, &'static str) {
+    use axum::http::StatusCode;
+    let probe = tokio::time::timeout(std::time::Duration::from_secs(2), state.ping_database());
+    match probe.await {
+        Ok(Ok(())) if !state.sync().degraded() => (StatusCode::OK, "ready\n"),
+        Ok(Ok(())) => (StatusCode::SERVICE_UNAVAILABLE, "change log degraded\n"),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: the database failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
+        }
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database timed out\n"),
+    }
 }

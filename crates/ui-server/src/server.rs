@@ -27,7 +27,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
@@ -83,7 +83,7 @@ pub struct Bound {
     writer: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// Binds `127.0.0.1:<config.port>` (before anything else, so a taken port fails at once),
+/// Binds `config.bind` (before anything else, so a taken port fails at once),
 /// opens the state for `config`, and seeds the demo and starts its CI-run writer when
 /// `config.demo` is set.
 ///
@@ -91,7 +91,7 @@ pub struct Bound {
 /// [`ServerError::Bind`] when the port cannot be bound; [`ServerError`] when the state
 /// cannot be opened.
 pub async fn bind(config: ServerConfig) -> Result<Bound, ServerError> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
+    let addr = config.bind;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })?;

@@ -20,6 +20,7 @@ use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
+use crate::signin::{AuthConfig, JwtAuth, ProxyAuth};
 use crate::sources::{DemoLinks, SourceInfo, SqlHost, TomlSources};
 use crate::store::{SCHEMA, SqliteUiStore};
 
@@ -184,11 +185,23 @@ impl AppBuilder {
             Arc::clone(&clock),
             chat_limits,
         );
-        let demo = config.demo.then(|| Arc::new(DemoAuth::new()));
-        let auth: Arc<dyn Authenticator> = match (self.auth, &demo) {
-            (Some(auth), _) => auth,
-            (None, Some(demo)) => demo.clone(),
-            (None, None) => Arc::new(NoAuth),
+        let demo_sessions = match &config.auth {
+            AuthConfig::Auto => config.demo,
+            AuthConfig::Demo if !config.demo => {
+                return Err(ServerError::Config(
+                    "auth.mode = \"demo\" needs demo = true".into(),
+                ));
+            }
+            AuthConfig::Demo => true,
+            _ => false,
+        };
+        let demo = demo_sessions.then(|| Arc::new(DemoAuth::new()));
+        let auth: Arc<dyn Authenticator> = match (self.auth, &demo, &config.auth) {
+            (Some(auth), _, _) => auth,
+            (None, Some(demo), _) => demo.clone(),
+            (None, None, AuthConfig::Jwt(jwt)) => Arc::new(JwtAuth::new(jwt)?),
+            (None, None, AuthConfig::Proxy(proxy)) => Arc::new(ProxyAuth::new(proxy)?),
+            (None, None, _) => Arc::new(NoAuth),
         };
         let links = self.links.or_else(|| {
             config
@@ -320,6 +333,21 @@ impl AppState {
     /// The change feed's limits.
     pub fn sync_limits(&self) -> &SyncLimits {
         &self.inner.sync_limits
+    }
+
+    /// Runs `SELECT 1` on the store's database (the readiness probe).
+    ///
+    /// # Errors
+    /// The database's failure, as text.
+    pub async fn ping_database(&self) -> Result<(), String> {
+        self.inner
+            .db
+            .read(|conn| {
+                conn.query_row("SELECT 1", [], |_| Ok(()))
+                    .map_err(crate::db::DbError::from)
+            })
+            .await
+            .map_err(|e| e.0)
     }
 
     /// The authenticator.

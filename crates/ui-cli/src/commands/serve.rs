@@ -1,26 +1,44 @@
 //! `uiblocks serve`: [`ui_server::bind`] and [`ui_server::Bound::run`] on a tokio runtime,
 //! with the log written to standard error.
 
+use std::net::{Ipv4Addr, SocketAddr};
+
 use anyhow::Context as _;
 use tracing_subscriber::EnvFilter;
 use ui_server::{DEMO_SOURCES, ServerConfig, SourcesConfig};
 
 use crate::cli::ServeArgs;
 
-/// The server configuration `args` describe: with `--demo` and no `--sources`, the demo
-/// sources; the bounds given, the defaults of [`ui_server::limits`] otherwise.
+/// The server configuration `args` describe: the defaults, then `--config`, then the
+/// `UIBLOCKS_*` variables of `env`, then the flags given. With the demo and no sources
+/// set anywhere, the demo sources.
 ///
 /// # Errors
-/// When `--write-timeout` is out of the change feed's range.
-pub fn config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
-    let mut config = ServerConfig::new(args.db.clone());
-    config.demo = args.demo;
-    config.port = args.port;
-    config.sources = match &args.sources {
-        Some(path) => SourcesConfig::File(path.clone()),
-        None if args.demo => SourcesConfig::Inline(DEMO_SOURCES.to_owned()),
-        None => SourcesConfig::None,
-    };
+/// A configuration error naming the key, or `--write-timeout` out of the change feed's
+/// range.
+pub fn config(
+    args: &ServeArgs,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<ServerConfig> {
+    let mut config = ui_server::load_config(args.config.as_deref(), env)?;
+    if args.demo {
+        config.demo = true;
+    }
+    if let Some(bind) = args.bind {
+        config.bind = bind;
+    }
+    if let Some(port) = args.port {
+        config.bind = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    }
+    if let Some(db) = &args.db {
+        config.database.clone_from(db);
+    }
+    if let Some(path) = &args.sources {
+        config.sources = SourcesConfig::File(path.clone());
+    }
+    if config.demo && config.sources == SourcesConfig::None {
+        config.sources = SourcesConfig::Inline(DEMO_SOURCES.to_owned());
+    }
     if let Some(n) = args.max_connections {
         config.max_connections = n;
     }
@@ -41,7 +59,9 @@ pub fn config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
             .with("writeTimeout", ms)
             .map_err(|e| anyhow::anyhow!("--write-timeout: {e}"))?;
     }
-    config.secure_cookies = args.secure_cookies;
+    if args.secure_cookies {
+        config.secure_cookies = true;
+    }
     Ok(config)
 }
 
@@ -66,7 +86,12 @@ fn init_logging() {
 /// When the runtime cannot start, the port cannot be bound or the state cannot be opened.
 pub fn run(args: &ServeArgs) -> anyhow::Result<u8> {
     init_logging();
-    let config = config(args)?;
+    let config = config(
+        args,
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
+    .context("bad configuration")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

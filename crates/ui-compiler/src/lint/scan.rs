@@ -64,8 +64,27 @@ pub(crate) fn declarations(source: &str) -> Vec<Declaration<'_>> {
 
 /// Where a declaration value starting at `at` ends: the first line feed outside quotes at
 /// bracket depth ≤ 0, or the end.
-fn value_end(bytes: &[u8], mut at: usize) -> usize {
+fn value_end(bytes: &[u8], at: usize) -> usize {
     let mut depth = 0i64;
+    outside_quotes(bytes, at, |i, b| {
+        match b {
+            b'[' | b'{' | b'(' => depth += 1,
+            b']' | b'}' | b')' => depth -= 1,
+            b'\n' if depth <= 0 => return Some(i),
+            _ => {}
+        }
+        None
+    })
+}
+
+/// Walks `bytes` from `at`, skipping quoted text (`'` or `"`, a backslash escaping the next
+/// byte), and hands every other byte to `visit` until it answers where the scan ends; the
+/// end of `bytes` when it never does.
+fn outside_quotes(
+    bytes: &[u8],
+    mut at: usize,
+    mut visit: impl FnMut(usize, u8) -> Option<usize>,
+) -> usize {
     let mut quote: Option<u8> = None;
     while at < bytes.len() {
         let b = bytes[at];
@@ -77,13 +96,12 @@ fn value_end(bytes: &[u8], mut at: usize) -> usize {
                     quote = None;
                 }
             }
-            None => match b {
-                b'\'' | b'"' => quote = Some(b),
-                b'[' | b'{' | b'(' => depth += 1,
-                b']' | b'}' | b')' => depth -= 1,
-                b'\n' if depth <= 0 => return at,
-                _ => {}
-            },
+            None if matches!(b, b'\'' | b'"') => quote = Some(b),
+            None => {
+                if let Some(end) = visit(at, b) {
+                    return end;
+                }
+            }
         }
         at += 1;
     }
@@ -160,34 +178,21 @@ pub(crate) fn tag_props(source: &str, start: usize, limit: usize) -> Vec<PropTex
 }
 
 /// The end (after the closing `}`) of the balanced body whose `{` is at `at` (§7.6).
-fn balanced_end(bytes: &[u8], mut at: usize) -> usize {
+fn balanced_end(bytes: &[u8], at: usize) -> usize {
     let mut depth = 0usize;
-    let mut quote: Option<u8> = None;
-    while at < bytes.len() {
-        let b = bytes[at];
-        match quote {
-            Some(q) => {
-                if b == b'\\' {
-                    at += 1;
-                } else if b == q {
-                    quote = None;
+    outside_quotes(bytes, at, |i, b| {
+        match b {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
                 }
             }
-            None => match b {
-                b'\'' | b'"' => quote = Some(b),
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return at + 1;
-                    }
-                }
-                _ => {}
-            },
+            _ => {}
         }
-        at += 1;
-    }
-    bytes.len()
+        None
+    })
 }
 
 /// The byte ranges in `source[range]` of the name token `name` (`$rows`, `row`) where it is

@@ -130,6 +130,7 @@ mod auth;
 mod cache;
 mod changes;
 mod config;
+mod connections;
 mod db;
 mod demo;
 mod error;

@@ -968,4 +968,149 @@ mod tests {
         assert!(draft_of(&open, r#"{"audience": "project:web", "x": 1}"#).is_err());
         assert!(draft_of(&open, r#"{"audience": "nonsense"}"#).is_err());
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sqlite_connection_is_read_only_and_interruptible() {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-conn-sqlite-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("side.db");
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let pool = SqlitePool::open(path.clone(), 2).await.unwrap();
+        let read = pool
+            .read(None, |c| {
+                Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))?)
+            })
+            .await;
+        assert_eq!(read, Ok(1));
+        let write = pool
+            .read(None, |c| Ok(c.execute("INSERT INTO t VALUES (2)", [])?))
+            .await
+            .unwrap_err();
+        assert!(write.0.contains("readonly"), "{write}");
+        let cancel = CancellationToken::new();
+        let fire = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            fire.cancel();
+        });
+        let started = std::time::Instant::now();
+        let spin = pool
+            .read(Some(cancel), |c| {
+                Ok(c.query_row(
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+                     WHERE x < 500000000) SELECT max(x) FROM c",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )?)
+            })
+            .await
+            .unwrap_err();
+        assert!(spin.0.contains("interrupt"), "{spin}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        drop(writer);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// `UI_SERVER_PG` (see `tests/pg_sources.rs`), or `None` when the test is skipped.
+    fn pg_conninfo() -> Option<String> {
+        let found = std::env::var("UI_SERVER_PG")
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        if found.is_none() {
+            assert!(
+                std::env::var_os("UI_SERVER_PG_REQUIRED").is_none(),
+                "UI_SERVER_PG_REQUIRED is set but UI_SERVER_PG is not"
+            );
+            eprintln!("skipped: UI_SERVER_PG not set");
+        }
+        found
+    }
+
+    /// The host's cancellation alone (with a `statement_timeout` far away) stops the
+    /// backend's statement: the cancel request, not the database's own timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_postgres_read_stops_its_backend() {
+        let Some(conninfo) = pg_conninfo() else {
+            return;
+        };
+        let config = tokio_postgres::Config::from_str(&conninfo).unwrap();
+        let spec = ConnectionSpec {
+            name: "app".into(),
+            target: Target::Postgres(Box::new(config.clone())),
+            pool: 1,
+            connect_timeout: Duration::from_secs(3),
+        };
+        let pool = PgPool::open(&spec).await.unwrap();
+        let observer = pg_connect(&config, Duration::from_secs(3), None)
+            .await
+            .unwrap();
+        let tag = format!(
+            "ui_cancel_{}_{}",
+            std::process::id(),
+            crate::store::new_id()
+        );
+        let sql = json_rows_sql(&format!(
+            "SELECT count(*) AS x, '{tag}' AS tag FROM (SELECT pg_sleep(60)) AS s"
+        ));
+        let running = |state: &'static str| {
+            let (observer, like) = (&observer, format!("%{tag}%"));
+            async move {
+                let row = observer
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1 \
+                         AND pid <> pg_backend_pid() AND state LIKE $2",
+                        &[&like, &state],
+                    )
+                    .await
+                    .unwrap();
+                row.get::<_, i64>(0)
+            }
+        };
+        let cancel = CancellationToken::new();
+        let fire = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fire.cancel();
+        });
+        let started = std::time::Instant::now();
+        let e = pool
+            .read_json(&sql, &[], Duration::from_secs(120), 10, &cancel)
+            .await
+            .unwrap_err();
+        assert!(e.contains("interrupt"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let cancelled = std::time::Instant::now();
+        while running("%").await > 0 {
+            assert!(
+                cancelled.elapsed() < Duration::from_secs(1),
+                "the statement still runs {:?} after the cancellation",
+                cancelled.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(running("active").await, 0);
+        // The pool opens a fresh client for the next read.
+        let rows = pool
+            .read_json(
+                &json_rows_sql("SELECT $1::text AS v"),
+                &[PgParam(Some(&Json::from("ok")))],
+                Duration::from_secs(5),
+                10,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![serde_json::json!({"v": "ok"})]);
+    }
 }

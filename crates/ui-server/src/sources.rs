@@ -1269,6 +1269,81 @@ mod tests {
         assert!(bad("[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }\n[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }").contains("twice"));
     }
 
+    #[test]
+    fn connections_are_checked_at_start_up() {
+        let bad = |toml: &str| TomlSources::parse(toml).unwrap_err().to_string();
+        let source = "[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }\n";
+        let e = bad(&format!("{source}connection = \"nope\""));
+        assert!(
+            e.contains("source `a`: connection `nope` is not declared"),
+            "{e}"
+        );
+        let e = bad("[connections.app]\nurl = \"mysql://h/db\"");
+        assert!(e.contains("connections.app.url:"), "{e}");
+        let e = bad("[connections.app]\nurl = \"sqlite:///x.db\"\nsize = 3");
+        assert!(e.contains("unknown field `size`"), "{e}");
+        let e = bad("[connections.app]\nurl_env = \"UI_SERVER_TEST_NO_SUCH_VARIABLE\"");
+        assert!(e.contains("connections.app.url_env:"), "{e}");
+        let side = "[connections.side]\nurl = \"sqlite:///x.db\"\n";
+        let e = bad(&format!(
+            "{side}{source}connection = \"side\"\nnotify = \"c\""
+        ));
+        assert!(e.contains("notify needs a PostgreSQL connection"), "{e}");
+        let e = bad(&format!(
+            "{side}{source}connection = \"side\"\n[source.insert]\nsql = \"INSERT INTO t VALUES (1)\"\nargs = {{ type = \"object\" }}"
+        ));
+        assert!(e.contains("source `a`: insert:"), "{e}");
+        let ok = TomlSources::parse(&format!("{side}{source}connection = \"side\"")).unwrap();
+        assert_eq!(ok.names().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[tokio::test]
+    async fn a_write_on_a_named_sqlite_connection_is_refused_at_start_up() {
+        let dir = temp_dir("named-write");
+        let side = dir.join("side.db");
+        rusqlite::Connection::open(&side)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        let db = Db::open(&dir.join("app.db"), crate::store::SCHEMA, 2)
+            .await
+            .unwrap();
+        let toml = format!(
+            "[connections.side]\nurl = \"sqlite://{}\"\n[[source]]\nname = \"a\"\n\
+             sql = \"DELETE FROM t RETURNING x\"\nargs = {{ type = \"object\" }}\nconnection = \"side\"",
+            side.display()
+        );
+        let mut sources = TomlSources::parse(&toml).unwrap();
+        let e = sources
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("source `a`: sql must be read-only"), "{e}");
+        let missing = format!(
+            "[connections.gone]\nurl = \"sqlite://{}\"",
+            dir.join("missing.db").display()
+        );
+        let e = TomlSources::parse(&missing)
+            .unwrap()
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("connections.gone: cannot connect"), "{e}");
+        // Nothing listens on port 1 of loopback: the start fails naming the connection.
+        let e = TomlSources::parse(
+            "[connections.app]\nurl = \"postgres://u@127.0.0.1:1/db\"\nconnect_timeout_ms = 2000",
+        )
+        .unwrap()
+        .install(&db, std::time::Duration::from_secs(8))
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("connections.app: cannot connect"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     async fn counting_source(dir: &std::path::Path) -> SourceRegistry {
         let cte = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n)";
         let args = "args = { type = \"object\", properties = { n = { type = \"integer\" } } }";

@@ -385,13 +385,13 @@ impl PgPool {
         timeout: Duration,
         max_rows: usize,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Json>, String> {
+    ) -> Result<Vec<Json>, PgReadError> {
         if cancel.is_cancelled() {
-            return Err("interrupted: the read was cancelled".into());
+            return Err(PgReadError::Cancelled);
         }
         let mut lease = tokio::select! {
-            lease = self.lease() => lease?,
-            () = cancel.cancelled() => return Err("interrupted: the read was cancelled".into()),
+            lease = self.lease() => lease.map_err(PgReadError::Failed)?,
+            () = cancel.cancelled() => return Err(PgReadError::Cancelled),
         };
         let cancel_token = lease.client().cancel_token();
         let work = async {
@@ -401,38 +401,42 @@ impl PgPool {
                 .read_only(true)
                 .start()
                 .await
-                .map_err(|e| pg_error(&e))?;
+                .map_err(read_error)?;
             // The timeout is ours (a number), never text of a request.
             tx.batch_execute(&format!(
                 "SET LOCAL statement_timeout = {}; SET LOCAL TimeZone = 'UTC'",
                 timeout.as_millis().max(1)
             ))
             .await
-            .map_err(|e| pg_error(&e))?;
+            .map_err(read_error)?;
             let rows = tx
                 .query_raw(sql, params.iter().map(|p| p as &(dyn ToSql + Sync)))
                 .await
-                .map_err(|e| pg_error(&e))?;
+                .map_err(read_error)?;
             let mut rows = std::pin::pin!(rows);
             let mut out = Vec::new();
             while let Some(row) = rows.next().await {
-                let row = row.map_err(|e| pg_error(&e))?;
+                let row = row.map_err(read_error)?;
                 if out.len() == max_rows {
-                    return Err(format!("The source returned more than {max_rows} rows."));
+                    return Err(PgReadError::Failed(format!(
+                        "The source returned more than {max_rows} rows."
+                    )));
                 }
-                let text: Option<String> = row.try_get(0).map_err(|e| pg_error(&e))?;
+                let text: Option<String> = row.try_get(0).map_err(read_error)?;
                 let json = match text {
-                    Some(t) => serde_json::from_str(&t).map_err(|e| e.to_string())?,
+                    Some(t) => {
+                        serde_json::from_str(&t).map_err(|e| PgReadError::Failed(e.to_string()))?
+                    }
                     None => Json::Null,
                 };
                 out.push(json);
             }
-            tx.commit().await.map_err(|e| pg_error(&e))?;
+            tx.commit().await.map_err(read_error)?;
             Ok(out)
         };
         let outcome = tokio::select! {
             outcome = work => outcome,
-            () = cancel.cancelled() => Err("interrupted: the read was cancelled".to_owned()),
+            () = cancel.cancelled() => Err(PgReadError::Cancelled),
         };
         if outcome.is_err() {
             // After a failure or a cancellation the client's state is unknown: stop what
@@ -451,6 +455,36 @@ impl PgPool {
             }
         }
         outcome
+    }
+}
+
+/// Why a PostgreSQL read failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PgReadError {
+    /// The host cancelled it (its read timeout fired).
+    Cancelled,
+    /// PostgreSQL cancelled the statement (`statement_timeout`: the same timeout, measured
+    /// in the database).
+    TimedOut,
+    /// Anything else, as text.
+    Failed(String),
+}
+
+impl std::fmt::Display for PgReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PgReadError::Cancelled => f.write_str("interrupted: the read was cancelled"),
+            PgReadError::TimedOut => f.write_str("the database's statement_timeout fired"),
+            PgReadError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+fn read_error(e: tokio_postgres::Error) -> PgReadError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+        PgReadError::TimedOut
+    } else {
+        PgReadError::Failed(pg_error(&e))
     }
 }
 
@@ -1084,7 +1118,7 @@ mod tests {
             .read_json(&sql, &[], Duration::from_secs(120), 10, &cancel)
             .await
             .unwrap_err();
-        assert!(e.contains("interrupt"), "{e}");
+        assert_eq!(e, PgReadError::Cancelled);
         assert!(
             started.elapsed() < Duration::from_secs(1),
             "{:?}",
@@ -1112,5 +1146,23 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(rows, vec![serde_json::json!({"v": "ok"})]);
+        // Without the host's cancellation the database's own statement_timeout stops it.
+        let started = std::time::Instant::now();
+        let e = pool
+            .read_json(
+                &sql,
+                &[],
+                Duration::from_millis(200),
+                10,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e, PgReadError::TimedOut);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -51,7 +51,7 @@ use ui_links::{LinkResolution, LinkTarget};
 use ui_sync::{Audience, AudienceKind, ChangeDraft, RequestSource, is_source_name};
 
 use crate::connections::{
-    ConnectionDecl, ConnectionSpec, Listened, PgParam, PgPool, SqlitePool, Target,
+    ConnectionDecl, ConnectionSpec, Listened, PgParam, PgPool, PgReadError, SqlitePool, Target,
 };
 use crate::db::{Db, DbError, DbResult};
 use crate::error::ServerError;
@@ -1103,7 +1103,13 @@ async fn read(
                     &request.cancel,
                 )
                 .await
-                .map_err(HostError::message)?;
+                .map_err(|e| match e {
+                    PgReadError::TimedOut => HostError::from(UiRefusal::new(
+                        ui_core::HostCode::TimedOut.as_str(),
+                        "The source did not answer in time.",
+                    )),
+                    e => HostError::message(e.to_string()),
+                })?;
             Json::Array(rows)
         }
     };

@@ -410,6 +410,66 @@ async fn a_notify_on_the_channel_records_a_change_event() {
         "change event {:?} after the first NOTIFY",
         started.elapsed()
     );
+
+    // The listening connection dies: the server reconnects (backoff from 100 ms) and
+    // later notifications are recorded again.
+    let killed: i64 = pg
+        .client
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE query LIKE 'LISTEN%' AND query LIKE $1",
+            &[&format!("%{channel}%")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1, "one listening connection");
+    let killed_at = Instant::now();
+    let mut again = None;
+    while again.is_none() {
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(5),
+            "no change event within 5 s of the listener's reconnection"
+        );
+        pg.client
+            .batch_execute(&format!(
+                "NOTIFY {channel}, '{{\"audience\": \"project:web\"}}'"
+            ))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = sync
+            .read_after(Some(cursor.as_str()), &audiences)
+            .await
+            .unwrap();
+        cursor = answer.cursor().to_string();
+        if let ReadAfter::Events { events, .. } = answer {
+            again = events.into_iter().find(|e| e.source == "pg.runs");
+        }
+    }
+    assert_eq!(again.unwrap().key, None, "no key: the whole source");
+    eprintln!(
+        "recorded again {:?} after the listener was killed",
+        killed_at.elapsed()
+    );
+
+    // A notification without an audience (the source's names a placeholder) records
+    // nothing, and neither does one for another project than Alice's.
+    pg.client
+        .batch_execute(&format!(
+            "NOTIFY {channel}, 'branch:main'; NOTIFY {channel}, '{{\"audience\": \"project:ops\"}}'"
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    match sync
+        .read_after(Some(cursor.as_str()), &audiences)
+        .await
+        .unwrap()
+    {
+        ReadAfter::Events { events, .. } => assert!(events.is_empty(), "{events:?}"),
+        other => panic!("{other:?}"),
+    }
     pg.finish().await;
 }
 

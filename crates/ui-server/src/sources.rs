@@ -33,6 +33,12 @@
 //! file), so a crash can never commit a row without its event. A read returns its rows as records (column name → value; SQLite integers and reals are
 //! numbers, text is a string, NULL is null). At most [`MAX_SOURCE_ROWS`] rows; a
 //! statement that is not read-only is refused when the file is loaded.
+//!
+//! A source may read one of the application's own databases instead: a
+//! `[connections.NAME]` (PostgreSQL or SQLite, see [`crate::connections`]) named by
+//! `connection = "NAME"`; on PostgreSQL, `notify = "channel"` turns `NOTIFY`s into its change
+//! events. The server's database is the default connection: [`TomlSources::install`] takes
+//! it. Every key: `docs/configuration.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -143,6 +143,17 @@ impl ConnectionSpec {
         })
     }
 
+    /// The server's own database as a connection named `name` (default pool and
+    /// timeout).
+    pub(crate) fn server(name: &str, url: &str) -> Result<ConnectionSpec, String> {
+        Ok(ConnectionSpec {
+            name: name.to_owned(),
+            target: parse_url(url).map_err(|e| format!("database.url: {e}"))?,
+            pool: DEFAULT_POOL,
+            connect_timeout: Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS),
+        })
+    }
+
     pub(crate) fn is_postgres(&self) -> bool {
         matches!(self.target, Target::Postgres(_))
     }

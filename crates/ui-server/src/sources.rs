@@ -67,6 +67,10 @@ use crate::limits::MAX_SOURCE_ROWS;
 /// path, seeded with a few rows for the projects `web` and `ops`.
 pub const DEMO_SOURCES: &str = include_str!("../demo/sources.toml");
 
+/// The name of the server's own database as a connection of
+/// [`TomlSources::read_default_from`] (not a name `[connections.NAME]` can take).
+pub(crate) const SERVER_CONNECTION: &str = "(server)";
+
 /// Rows one insert request may carry.
 pub const MAX_INSERT_ROWS: usize = 100;
 
@@ -500,6 +504,29 @@ impl TomlSources {
     /// The source names, in declaration order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.sources.iter().map(|s| s.name.as_str())
+    }
+
+    /// Makes the sources that name no connection read through `url` (`postgres://…` or
+    /// `sqlite://…`), as a connection of their own named [`SERVER_CONNECTION`], instead of
+    /// the SQLite [`Db`] given to [`TomlSources::install`]: the glue for a server whose own
+    /// database is PostgreSQL. `setup` and the write paths stay with the server's store.
+    /// Call before `install`.
+    ///
+    /// # Errors
+    /// [`ServerError::Config`] for a bad URL.
+    #[allow(dead_code)] // The server's database is SQLite until `database.url` lands.
+    pub(crate) fn read_default_from(&mut self, url: &str) -> Result<(), ServerError> {
+        let spec = ConnectionSpec::server(SERVER_CONNECTION, url).map_err(ServerError::Config)?;
+        for def in &mut self.sources {
+            if def.connection.is_none()
+                && let Some(def) = Arc::get_mut(def)
+            {
+                def.connection = Some(SERVER_CONNECTION.to_owned());
+            }
+        }
+        self.connections.retain(|c| c.name != SERVER_CONNECTION);
+        self.connections.push(spec);
+        Ok(())
     }
 
     /// Opens the named connections, runs `setup` on the server's database `db` (the
@@ -1353,6 +1380,38 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("connections.app: cannot connect"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn the_default_connection_can_be_a_url() {
+        let dir = temp_dir("default-url");
+        let path = dir.join("app.db");
+        let db = Db::open(&path, crate::store::SCHEMA, 2).await.unwrap();
+        let toml = "setup = \"CREATE TABLE IF NOT EXISTS t (x INTEGER); DELETE FROM t; INSERT INTO t VALUES (7);\"\n\
+                    [[source]]\nname = \"t\"\nsql = \"SELECT x FROM t\"\nargs = { type = \"object\" }";
+        let mut sources = TomlSources::parse(toml).unwrap();
+        assert!(sources.read_default_from("mysql://x").is_err());
+        sources
+            .read_default_from(&format!("sqlite://{}", path.display()))
+            .unwrap();
+        sources
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap();
+        let registry = sources.registry(&db).unwrap();
+        let got = registry
+            .get("t")
+            .unwrap()
+            .read(ReadRequest {
+                info: Arc::new(ChatInfo::default()),
+                args: ui_core::Record::default(),
+                access: Arc::new(Value::Null),
+                cancel: tokio_util::sync::CancellationToken::new(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(got.to_js_json(), r#"[{"x":7}]"#);
         std::fs::remove_dir_all(&dir).ok();
     }
 

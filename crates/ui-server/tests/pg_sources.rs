@@ -306,7 +306,7 @@ async fn a_slow_postgres_read_times_out_and_the_backend_stops() {
     let dir = TempDir::new("pg-timeout");
     let side = side_db(&dir);
     make_side_db(&side).await;
-    const TIMEOUT_MS: u64 = 1_000;
+    const TIMEOUT_MS: u64 = 2_000;
     let app = app_with(dir, pg.sources(&side), TIMEOUT_MS).await;
     let alice = app.login("alice").await;
     let (chat, item) = app.chat_with_reply(&alice, SLEEP_REPLY).await;
@@ -321,7 +321,7 @@ async fn a_slow_postgres_read_times_out_and_the_backend_stops() {
     });
     // The statement runs in PostgreSQL meanwhile.
     let mut seen = false;
-    while started.elapsed() < Duration::from_millis(800) && !seen {
+    while started.elapsed() < Duration::from_millis(TIMEOUT_MS - 200) && !seen {
         seen = pg.sleeping(Some("active")).await > 0;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -86,6 +86,8 @@ struct SourcesFile {
     setup: Option<String>,
     #[serde(default)]
     connections: BTreeMap<String, ConnectionDecl>,
+    #[serde(default)]
+    recorders: BTreeMap<String, crate::recorders::RecorderDecl>,
     #[serde(default, rename = "source")]
     sources: Vec<SourceDecl>,
 }
@@ -328,6 +330,8 @@ pub struct TomlSources {
     connections: Vec<ConnectionSpec>,
     /// The open named connections (after `install`).
     pools: Option<Arc<Pools>>,
+    /// The services that may record change events (`POST /ui/changes`).
+    recorders: Vec<Arc<crate::recorders::Recorder>>,
 }
 
 /// The open named connections. Dropping the last handle stops their `LISTEN` tasks.
@@ -384,11 +388,19 @@ impl TomlSources {
             }
             sources.push(Arc::new(def));
         }
+        let mut recorders = Vec::new();
+        for (name, decl) in file.recorders {
+            recorders.push(
+                crate::recorders::Recorder::check(&name, decl, &seen)
+                    .map_err(ServerError::Config)?,
+            );
+        }
         Ok(TomlSources {
             setup: file.setup,
             sources,
             connections,
             pools: None,
+            recorders,
         })
     }
 
@@ -499,6 +511,11 @@ impl TomlSources {
             notify: decl.notify,
             pg: None,
         })
+    }
+
+    /// The services that may record change events over HTTP (`[recorders.NAME]`).
+    pub(crate) fn recorders(&self) -> &[Arc<crate::recorders::Recorder>] {
+        &self.recorders
     }
 
     /// The source names, in declaration order.

@@ -191,18 +191,8 @@ fn ci(root: &Path) -> Result<(), String> {
             &Step {
                 label: "test-postgres-sources",
                 program: "cargo",
-                args: &[
-                    "test",
-                    "-p",
-                    "ui-server",
-                    "--test",
-                    "pg_sources",
-                    "--lib",
-                ],
-                env: &[
-                    ("UI_SERVER_PG", conninfo),
-                    ("UI_SERVER_PG_REQUIRED", "1"),
-                ],
+                args: &["test", "-p", "ui-server", "--test", "pg_sources", "--lib"],
+                env: &[("UI_SERVER_PG", conninfo), ("UI_SERVER_PG_REQUIRED", "1")],
             },
         )
     })?;

@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
 //!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
-//!   PostgreSQL tests of `ui-sync` run against a throwaway cluster that it installs (apt) and
-//!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
+//!   PostgreSQL tests of `ui-sync` (and `ui-server`'s sources on PostgreSQL, through
+//!   `UI_SERVER_PG`) run against a throwaway cluster that it installs (apt) and starts as
+//!   root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
@@ -181,6 +182,17 @@ fn ci(root: &Path) -> Result<(), String> {
                     "postgres",
                 ],
                 env: &[("UI_SYNC_PG", conninfo)],
+            },
+        )?;
+        // Sources on the application's own PostgreSQL (`[connections.NAME]`): the same
+        // cluster; `UI_SERVER_PG_REQUIRED` turns a missing conninfo into a failure.
+        run(
+            root,
+            &Step {
+                label: "test-postgres-sources",
+                program: "cargo",
+                args: &["test", "-p", "ui-server", "--test", "pg_sources", "--lib"],
+                env: &[("UI_SERVER_PG", conninfo), ("UI_SERVER_PG_REQUIRED", "1")],
             },
         )
     })?;

@@ -56,6 +56,7 @@
 //! | `GET /api/catalog` | the catalog texts and sources for the agent's prompt |
 //! | `GET /api/schema`, `GET /api/schema/{type}` | JSON Schemas of the wire types |
 //! | `POST /api/sources/{name}/rows` | a source's write path, recorded as change events |
+//! | `POST /ui/changes` | a recorder of `sources.toml` records change events of data written elsewhere |
 //! | `GET /healthz`, `GET /readyz` | liveness (`200 ok`); readiness (`200 ready`, `503` when the database or the change log fails) |
 //! | `GET /`, `/app.css`, `/app.js` | the demo page (plain HTML/CSS/JS, embedded) |
 //!
@@ -130,6 +131,7 @@ mod auth;
 mod cache;
 mod changes;
 mod config;
+mod connections;
 mod db;
 mod demo;
 mod error;
@@ -137,6 +139,7 @@ mod extract;
 mod feed;
 pub mod limits;
 mod page;
+mod recorders;
 mod replies;
 mod routes;
 pub mod schema;

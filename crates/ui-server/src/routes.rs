@@ -130,6 +130,7 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/api/schema", |m| on(m, schema_list)),
     route(Get, "/api/schema/{name}", |m| on(m, schema_one)),
     route(Post, "/api/sources/{name}/rows", |m| on(m, write_rows)),
+    route(Post, "/ui/changes", |m| on(m, record_changes)),
     route(Get, "/", |m| on(m, crate::page::index)),
     route(Get, "/app.css", |m| on(m, crate::page::css)),
     route(Get, "/app.js", |m| on(m, crate::page::js)),
@@ -779,6 +780,56 @@ async fn write_rows(
         cursor: seq.as_ref().map(ToString::to_string),
     };
     Ok(json(StatusCode::OK, &body, seq))
+}
+
+/// `POST /ui/changes` (`sync.md` §4.5): a recorder of `sources.toml` (`[recorders.NAME]`,
+/// its bearer token) records change events of the sources it may record; answers the
+/// cursor after commit. Anything else — a user session, no token — is `403 forbidden`.
+async fn record_changes(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    JsonBody(body): JsonBody<crate::recorders::ChangesBody>,
+) -> Result<Response, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let recorder = token
+        .and_then(|t| crate::recorders::find(state.sources().recorders(), t))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Forbidden,
+                "Recording changes needs a recorder's token ([recorders] in sources.toml).",
+            )
+        })?;
+    if !recorder.admit(state.clock().now_ms()) {
+        return Err(ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "The recorder `{}` sent more than {} requests a second.",
+                recorder.name(),
+                crate::recorders::RECORDER_RATE
+            ),
+        ));
+    }
+    let drafts = crate::recorders::drafts(recorder, body).map_err(|e| match e {
+        crate::recorders::Refused::NotAllowed(m) => ApiError::new(ErrorCode::Forbidden, m),
+        crate::recorders::Refused::Invalid(m) => ApiError::bad_request(m),
+    })?;
+    for draft in &drafts {
+        state
+            .sync()
+            .prepare(draft.clone())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    let cursor = record_all(state.sync(), drafts).await.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "The change log did not take the events.",
+        )
+    })?;
+    let body = serde_json::json!({"cursor": cursor.to_string()});
+    Ok(json(StatusCode::OK, &body, Some(cursor)))
 }
 
 /// `GET /healthz`: the process is up and serving (always `200 ok`).

@@ -33,8 +33,14 @@
 //! file), so a crash can never commit a row without its event. A read returns its rows as records (column name → value; SQLite integers and reals are
 //! numbers, text is a string, NULL is null). At most [`MAX_SOURCE_ROWS`] rows; a
 //! statement that is not read-only is refused when the file is loaded.
+//!
+//! A source may read one of the application's own databases instead: a
+//! `[connections.NAME]` (PostgreSQL or SQLite, see [`crate::connections`]) named by
+//! `connection = "NAME"`; on PostgreSQL, `notify = "channel"` turns `NOTIFY`s into its change
+//! events. The server's database is the default connection: [`TomlSources::install`] takes
+//! it. Every key: `docs/configuration.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -50,6 +56,9 @@ use ui_host::{
 use ui_links::{LinkResolution, LinkTarget};
 use ui_sync::{Audience, AudienceKind, ChangeDraft, RequestSource, is_source_name};
 
+use crate::connections::{
+    ConnectionDecl, ConnectionSpec, Listened, PgParam, PgPool, PgReadError, SqlitePool, Target,
+};
 use crate::db::{Db, DbError, DbResult};
 use crate::error::ServerError;
 use crate::limits::MAX_SOURCE_ROWS;
@@ -57,6 +66,10 @@ use crate::limits::MAX_SOURCE_ROWS;
 /// The demo's `sources.toml`: CI runs (`ci.runs`) per project and branch with a write
 /// path, seeded with a few rows for the projects `web` and `ops`.
 pub const DEMO_SOURCES: &str = include_str!("../demo/sources.toml");
+
+/// The name of the server's own database as a connection of
+/// [`TomlSources::read_default_from`] (not a name `[connections.NAME]` can take).
+pub(crate) const SERVER_CONNECTION: &str = "(server)";
 
 /// Rows one insert request may carry.
 pub const MAX_INSERT_ROWS: usize = 100;
@@ -71,6 +84,10 @@ const WRITE_ACCESS: &[&str] = &["user", "project", "now"];
 struct SourcesFile {
     #[serde(default)]
     setup: Option<String>,
+    #[serde(default)]
+    connections: BTreeMap<String, ConnectionDecl>,
+    #[serde(default)]
+    recorders: BTreeMap<String, crate::recorders::RecorderDecl>,
     #[serde(default, rename = "source")]
     sources: Vec<SourceDecl>,
 }
@@ -93,6 +110,10 @@ struct SourceDecl {
     feed: Option<String>,
     #[serde(default)]
     insert: Option<InsertDecl>,
+    #[serde(default)]
+    connection: Option<String>,
+    #[serde(default)]
+    notify: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -259,6 +280,20 @@ struct SourceDef {
     /// Whether every change of the data is recorded (`feed = "complete"`).
     complete: bool,
     insert: Option<InsertDef>,
+    /// The named connection it reads (`None`: the server's database).
+    connection: Option<String>,
+    /// The PostgreSQL channel whose notifications are its change events.
+    notify: Option<String>,
+    /// On PostgreSQL: the statement run and its parameters in order (set by `install`).
+    pg: Option<PgStatement>,
+}
+
+/// What a PostgreSQL source runs: the numbered SQL wrapped to return JSON rows, and the
+/// `:name` / `@name` of each `$n`.
+#[derive(Debug, Clone)]
+struct PgStatement {
+    sql: String,
+    params: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -292,6 +327,35 @@ fn object_schema(name: &str, what: &str, schema: &Json) -> Result<(), String> {
 pub struct TomlSources {
     setup: Option<String>,
     sources: Vec<Arc<SourceDef>>,
+    connections: Vec<ConnectionSpec>,
+    /// The open named connections (after `install`).
+    pools: Option<Arc<Pools>>,
+    /// The services that may record change events (`POST /ui/changes`).
+    recorders: Vec<Arc<crate::recorders::Recorder>>,
+}
+
+/// The open named connections. Dropping the last handle stops their `LISTEN` tasks.
+#[derive(Debug, Default)]
+struct Pools {
+    sqlite: BTreeMap<String, Arc<SqlitePool>>,
+    pg: BTreeMap<String, Arc<PgPool>>,
+    /// The host's read timeout: PostgreSQL's `statement_timeout` of every read.
+    read_timeout: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Pools {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Where one source reads.
+#[derive(Clone)]
+enum Reader {
+    Server(Db),
+    Sqlite(Arc<SqlitePool>),
+    Postgres(Arc<PgPool>, std::time::Duration),
 }
 
 impl TomlSources {
@@ -308,10 +372,14 @@ impl TomlSources {
     pub fn parse(text: &str) -> Result<Self, ServerError> {
         let file: SourcesFile =
             toml::from_str(text).map_err(|e| ServerError::Config(format!("sources: {e}")))?;
+        let mut connections = Vec::new();
+        for (name, decl) in file.connections {
+            connections.push(ConnectionSpec::check(&name, decl).map_err(ServerError::Config)?);
+        }
         let mut seen = BTreeSet::new();
         let mut sources = Vec::new();
         for decl in file.sources {
-            let def = Self::check(decl).map_err(ServerError::Config)?;
+            let def = Self::check(decl, &connections).map_err(ServerError::Config)?;
             if !seen.insert(def.name.clone()) {
                 return Err(ServerError::Config(format!(
                     "source `{}` is declared twice",
@@ -320,9 +388,19 @@ impl TomlSources {
             }
             sources.push(Arc::new(def));
         }
+        let mut recorders = Vec::new();
+        for (name, decl) in file.recorders {
+            recorders.push(
+                crate::recorders::Recorder::check(&name, decl, &seen)
+                    .map_err(ServerError::Config)?,
+            );
+        }
         Ok(TomlSources {
             setup: file.setup,
             sources,
+            connections,
+            pools: None,
+            recorders,
         })
     }
 
@@ -334,8 +412,32 @@ impl TomlSources {
         Self::parse(&std::fs::read_to_string(path)?)
     }
 
-    fn check(decl: SourceDecl) -> Result<SourceDef, String> {
+    fn check(decl: SourceDecl, connections: &[ConnectionSpec]) -> Result<SourceDef, String> {
         let name = decl.name;
+        let spec = match &decl.connection {
+            None => None,
+            Some(c) => Some(connections.iter().find(|s| &s.name == c).ok_or_else(|| {
+                format!("source `{name}`: connection `{c}` is not declared in [connections]")
+            })?),
+        };
+        if spec.is_some() && decl.insert.is_some() {
+            return Err(format!(
+                "source `{name}`: insert: the write path writes the server's database only; \
+                 a source on a named connection is read-only"
+            ));
+        }
+        if let Some(channel) = &decl.notify {
+            if !spec.is_some_and(ConnectionSpec::is_postgres) {
+                return Err(format!(
+                    "source `{name}`: notify needs a PostgreSQL connection (`connection = \"…\"`)"
+                ));
+            }
+            if channel.is_empty() || channel.len() > 63 || channel.contains('\0') {
+                return Err(format!(
+                    "source `{name}`: notify: a channel name is 1-63 bytes"
+                ));
+            }
+        }
         if !is_source_name(&name) || name.starts_with("host.") {
             return Err(format!(
                 "`{name}` is not a source name (1-128 of [a-z0-9._-], not `host.*`)"
@@ -405,7 +507,15 @@ impl TomlSources {
             keys,
             complete,
             insert,
+            connection: decl.connection,
+            notify: decl.notify,
+            pg: None,
         })
+    }
+
+    /// The services that may record change events over HTTP (`[recorders.NAME]`).
+    pub(crate) fn recorders(&self) -> &[Arc<crate::recorders::Recorder>] {
+        &self.recorders
     }
 
     /// The source names, in declaration order.
@@ -413,14 +523,45 @@ impl TomlSources {
         self.sources.iter().map(|s| s.name.as_str())
     }
 
-    /// Runs `setup` and checks every statement against the database: reads must be
-    /// read-only, inserts must not be, and every parameter must name an argument (`:x`) or
-    /// an access field (`@x`).
-    pub(crate) async fn install(&mut self, db: &Db) -> Result<(), ServerError> {
+    /// Makes the sources that name no connection read through `url` (`postgres://…` or
+    /// `sqlite://…`), as a connection of their own named [`SERVER_CONNECTION`], instead of
+    /// the SQLite [`Db`] given to [`TomlSources::install`]: the glue for a server whose own
+    /// database is PostgreSQL. `setup` and the write paths stay with the server's store.
+    /// Call before `install`.
+    ///
+    /// # Errors
+    /// [`ServerError::Config`] for a bad URL.
+    #[allow(dead_code)] // The server's database is SQLite until `database.url` lands.
+    pub(crate) fn read_default_from(&mut self, url: &str) -> Result<(), ServerError> {
+        let spec = ConnectionSpec::server(SERVER_CONNECTION, url).map_err(ServerError::Config)?;
+        for def in &mut self.sources {
+            if def.connection.is_none()
+                && let Some(def) = Arc::get_mut(def)
+            {
+                def.connection = Some(SERVER_CONNECTION.to_owned());
+            }
+        }
+        self.connections.retain(|c| c.name != SERVER_CONNECTION);
+        self.connections.push(spec);
+        Ok(())
+    }
+
+    /// Opens the named connections, runs `setup` on the server's database `db` (the
+    /// default connection) and checks every statement against its database: reads must be
+    /// read-only queries, inserts must not be, and every parameter must name an argument
+    /// (`:x`) or an access field (`@x`). `read_timeout` (the host's) becomes PostgreSQL's
+    /// `statement_timeout`.
+    pub(crate) async fn install(
+        &mut self,
+        db: &Db,
+        read_timeout: std::time::Duration,
+    ) -> Result<(), ServerError> {
+        let pools = self.open_connections(read_timeout).await?;
         let setup = self.setup.clone();
         let defs: Vec<StatementCheck> = self
             .sources
             .iter()
+            .filter(|s| s.connection.is_none())
             .map(|s| {
                 (
                     s.name.clone(),
@@ -432,7 +573,7 @@ impl TomlSources {
                 )
             })
             .collect();
-        let access = db
+        let server_access = db
             .write(move |conn| {
                 if let Some(setup) = setup {
                     conn.execute_batch(&setup)
@@ -440,47 +581,134 @@ impl TomlSources {
                 }
                 let mut out = Vec::new();
                 for (name, sql, args, insert) in defs {
-                    let stmt = conn
-                        .prepare(&sql)
-                        .map_err(|e| DbError(format!("source `{name}`: sql: {e}")))?;
-                    if !stmt.readonly() {
-                        return Err(DbError(format!(
-                            "source `{name}`: sql must be read-only (a SELECT)"
-                        )));
-                    }
-                    let access = check_params(&name, "sql", &stmt, &args, READ_ACCESS)?;
-                    if let Some((sql, fields)) = insert {
-                        let stmt = conn
-                            .prepare(&sql)
-                            .map_err(|e| DbError(format!("source `{name}`: insert.sql: {e}")))?;
-                        if stmt.readonly() {
-                            return Err(DbError(format!("source `{name}`: insert.sql must write")));
-                        }
-                        check_params(&name, "insert.sql", &stmt, &fields, WRITE_ACCESS)?;
-                    }
-                    out.push(access);
+                    out.push(check_sqlite(conn, &name, &sql, &args, insert)?);
                 }
                 Ok(out)
             })
             .await
             .map_err(|e| ServerError::Config(e.0))?;
-        for (def, access) in self.sources.iter_mut().zip(access) {
-            if let Some(def) = Arc::get_mut(def) {
-                def.access_params = access;
+        let mut server_access = server_access.into_iter();
+        for def in &mut self.sources {
+            let Some(def) = Arc::get_mut(def) else {
+                continue;
+            };
+            match def.connection.clone() {
+                None => {
+                    def.access_params = server_access.next().unwrap_or_default();
+                }
+                Some(c) => {
+                    if let Some(pool) = pools.sqlite.get(&c) {
+                        let (name, sql, args) =
+                            (def.name.clone(), def.sql.clone(), properties(&def.args));
+                        def.access_params = pool
+                            .read(None, move |conn| {
+                                check_sqlite(conn, &name, &sql, &args, None)
+                            })
+                            .await
+                            .map_err(|e| ServerError::Config(e.0))?;
+                    } else if let Some(pool) = pools.pg.get(&c) {
+                        let (statement, access) = check_pg(pool, def).await?;
+                        def.access_params = access;
+                        def.pg = Some(statement);
+                    }
+                }
             }
         }
+        self.pools = Some(Arc::new(pools));
         Ok(())
     }
 
-    /// Registers one [`FnSource`] per declared source, reading from `db`.
+    /// Opens every `[connections.NAME]` (one connection each, so a bad path, host or
+    /// password fails the start naming the key).
+    async fn open_connections(
+        &self,
+        read_timeout: std::time::Duration,
+    ) -> Result<Pools, ServerError> {
+        let mut pools = Pools::default();
+        pools.read_timeout = read_timeout;
+        for spec in &self.connections {
+            let fail = |e: String| {
+                ServerError::Config(format!("connections.{}: cannot connect: {e}", spec.name))
+            };
+            match &spec.target {
+                Target::Sqlite(path) => {
+                    let pool = SqlitePool::open(path.clone(), spec.pool)
+                        .await
+                        .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+                    pools.sqlite.insert(spec.name.clone(), pool);
+                }
+                Target::Postgres(_) => {
+                    let pool = PgPool::open(spec).await.map_err(fail)?;
+                    pools.pg.insert(spec.name.clone(), pool);
+                }
+            }
+        }
+        Ok(pools)
+    }
+
+    /// Starts one `LISTEN` task per PostgreSQL connection that a source names a `notify`
+    /// channel of: each notification records a change event of the source into `sync`
+    /// (docs/configuration.md). The tasks end with the server. Call after
+    /// [`TomlSources::install`].
+    pub(crate) fn listen(&self, sync: &ui_sync::SyncService) {
+        let Some(pools) = &self.pools else {
+            return;
+        };
+        for spec in &self.connections {
+            let listened: Vec<Listened> = self
+                .sources
+                .iter()
+                .filter(|s| s.connection.as_deref() == Some(spec.name.as_str()))
+                .filter_map(|s| {
+                    Some(Listened {
+                        channel: s.notify.clone()?,
+                        source: s.name.clone(),
+                        fixed_audience: s.audience.render(&Map::new()),
+                    })
+                })
+                .collect();
+            if !listened.is_empty() {
+                crate::connections::spawn_listener(
+                    spec,
+                    listened,
+                    sync.clone(),
+                    pools.stop.clone(),
+                );
+            }
+        }
+    }
+
+    /// Registers one [`FnSource`] per declared source, reading from `db` (the server's
+    /// database) or its named connection.
     pub(crate) fn registry(&self, db: &Db) -> Result<SourceRegistry, ServerError> {
         let mut registry = SourceRegistry::new();
         for def in &self.sources {
-            let (d, db) = (Arc::clone(def), db.clone());
+            let reader = match (&def.connection, &self.pools) {
+                (None, _) => Reader::Server(db.clone()),
+                (Some(c), Some(pools)) => {
+                    if let Some(pool) = pools.sqlite.get(c) {
+                        Reader::Sqlite(Arc::clone(pool))
+                    } else if let Some(pool) = pools.pg.get(c) {
+                        Reader::Postgres(Arc::clone(pool), pools.read_timeout)
+                    } else {
+                        return Err(ServerError::Config(format!(
+                            "source `{}`: connection `{c}` is not open",
+                            def.name
+                        )));
+                    }
+                }
+                (Some(c), None) => {
+                    return Err(ServerError::Config(format!(
+                        "source `{}`: connection `{c}` is not open (install first)",
+                        def.name
+                    )));
+                }
+            };
+            let d = Arc::clone(def);
             let authorize_def = Arc::clone(def);
             let source = FnSource::from_json_schemas(&def.args, &def.result, move |request| {
-                let (d, db) = (Arc::clone(&d), db.clone());
-                async move { read(&db, &d, request).await }
+                let (d, reader) = (Arc::clone(&d), reader.clone());
+                async move { read(&reader, &d, request).await }
             })
             .map_err(|e| ServerError::Config(format!("source `{}`: {e}", def.name)))?
             .with_authorize(move |_, access, _| {
@@ -773,36 +1001,168 @@ fn authorize(def: &SourceDef, access: &Value) -> Result<(), HostError> {
     Ok(())
 }
 
-async fn read(db: &Db, def: &Arc<SourceDef>, request: ReadRequest) -> Result<Value, HostError> {
+/// Checks a read (and an insert) of a source on a SQLite connection; the read's `@name`
+/// parameters.
+fn check_sqlite(
+    conn: &rusqlite::Connection,
+    name: &str,
+    sql: &str,
+    args: &BTreeSet<String>,
+    insert: Option<(String, BTreeSet<String>)>,
+) -> DbResult<Vec<String>> {
+    let stmt = conn
+        .prepare(sql)
+        .map_err(|e| DbError(format!("source `{name}`: sql: {e}")))?;
+    if !stmt.readonly() {
+        return Err(DbError(format!(
+            "source `{name}`: sql must be read-only (a SELECT)"
+        )));
+    }
+    let access = check_params(name, "sql", &stmt, args, READ_ACCESS)?;
+    if let Some((sql, fields)) = insert {
+        let stmt = conn
+            .prepare(&sql)
+            .map_err(|e| DbError(format!("source `{name}`: insert.sql: {e}")))?;
+        if stmt.readonly() {
+            return Err(DbError(format!("source `{name}`: insert.sql must write")));
+        }
+        check_params(name, "insert.sql", &stmt, &fields, WRITE_ACCESS)?;
+    }
+    Ok(access)
+}
+
+/// Checks a read of a source on PostgreSQL: a query, every parameter declared and of a
+/// type that can be bound. Its statement and its `@name` parameters.
+async fn check_pg(
+    pool: &Arc<PgPool>,
+    def: &SourceDef,
+) -> Result<(PgStatement, Vec<String>), ServerError> {
+    let name = &def.name;
+    let fail = |e: String| ServerError::Config(format!("source `{name}`: sql: {e}"));
+    if !crate::connections::looks_like_query(&def.sql) {
+        return Err(fail(
+            "must be a query (SELECT, WITH, VALUES or TABLE)".into(),
+        ));
+    }
+    let (numbered, params) = crate::connections::number_params(&def.sql).map_err(fail)?;
+    let args = properties(&def.args);
+    let mut access = Vec::new();
+    for param in &params {
+        let (prefix, field) = param.split_at(1);
+        match prefix {
+            ":" if args.contains(field) => {}
+            "@" if READ_ACCESS.contains(&field) => access.push(field.to_owned()),
+            ":" => return Err(fail(format!("`{param}` is not a declared field"))),
+            _ => {
+                return Err(fail(format!(
+                    "`{param}` is not one of @user, @project, @chat"
+                )));
+            }
+        }
+    }
+    let sql = crate::connections::json_rows_sql(&numbered);
+    let types = pool.param_types(&sql).await.map_err(fail)?;
+    for (param, ty) in params.iter().zip(&types) {
+        if !crate::connections::param_type_supported(ty) {
+            return Err(fail(format!(
+                "`{param}` has type {ty}, which cannot be bound; cast it in the SQL \
+                 (`{param}::text::{ty}`)"
+            )));
+        }
+    }
+    Ok((PgStatement { sql, params }, access))
+}
+
+/// Runs a source's SQL on a SQLite connection: its rows as records.
+fn sqlite_rows(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    args: &Map<String, Json>,
+    access: &Map<String, Json>,
+) -> DbResult<Json> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    bind_all(&mut stmt, args, access)?;
+    let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        if out.len() == MAX_SOURCE_ROWS {
+            return Err(DbError(format!(
+                "The source returned more than {MAX_SOURCE_ROWS} rows."
+            )));
+        }
+        let mut record = Map::new();
+        for (i, name) in names.iter().enumerate() {
+            record.insert(name.clone(), json_of(row.get_ref(i)?).map_err(DbError)?);
+        }
+        out.push(Json::Object(record));
+    }
+    Ok(Json::Array(out))
+}
+
+async fn read(
+    reader: &Reader,
+    def: &Arc<SourceDef>,
+    request: ReadRequest,
+) -> Result<Value, HostError> {
     let args = match Json::from(&Value::record(request.args)) {
         Json::Object(m) => m,
         _ => Map::new(),
     };
     let access = access_map(&request.access);
-    let sql = def.sql.clone();
-    let rows = db
-        .read_source(request.cancel, move |conn| {
-            let mut stmt = conn.prepare_cached(&sql)?;
-            bind_all(&mut stmt, &args, &access)?;
-            let names: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
-            let mut rows = stmt.raw_query();
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                if out.len() == MAX_SOURCE_ROWS {
-                    return Err(DbError(format!(
-                        "The source returned more than {MAX_SOURCE_ROWS} rows."
-                    )));
-                }
-                let mut record = Map::new();
-                for (i, name) in names.iter().enumerate() {
-                    record.insert(name.clone(), json_of(row.get_ref(i)?).map_err(DbError)?);
-                }
-                out.push(Json::Object(record));
-            }
-            Ok(Json::Array(out))
-        })
-        .await
-        .map_err(|e| HostError::message(e.0))?;
+    let rows = match reader {
+        Reader::Server(db) => {
+            let sql = def.sql.clone();
+            db.read_source(request.cancel, move |conn| {
+                sqlite_rows(conn, &sql, &args, &access)
+            })
+            .await
+            .map_err(|e| HostError::message(e.0))?
+        }
+        Reader::Sqlite(pool) => {
+            let sql = def.sql.clone();
+            pool.read(Some(request.cancel), move |conn| {
+                sqlite_rows(conn, &sql, &args, &access)
+            })
+            .await
+            .map_err(|e| HostError::message(e.0))?
+        }
+        Reader::Postgres(pool, timeout) => {
+            let statement = def
+                .pg
+                .as_ref()
+                .ok_or_else(|| HostError::message("The source was not installed."))?;
+            let params: Vec<PgParam<'_>> = statement
+                .params
+                .iter()
+                .map(|p| {
+                    let (prefix, field) = p.split_at(1);
+                    PgParam(if prefix == "@" {
+                        access.get(field)
+                    } else {
+                        args.get(field)
+                    })
+                })
+                .collect();
+            let rows = pool
+                .read_json(
+                    &statement.sql,
+                    &params,
+                    *timeout,
+                    MAX_SOURCE_ROWS,
+                    &request.cancel,
+                )
+                .await
+                .map_err(|e| match e {
+                    PgReadError::TimedOut => HostError::from(UiRefusal::new(
+                        ui_core::HostCode::TimedOut.as_str(),
+                        "The source did not answer in time.",
+                    )),
+                    e => HostError::message(e.to_string()),
+                })?;
+            Json::Array(rows)
+        }
+    };
     Ok(Value::from(&rows))
 }
 
@@ -965,6 +1325,113 @@ mod tests {
         assert!(bad("[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }\n[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }").contains("twice"));
     }
 
+    #[test]
+    fn connections_are_checked_at_start_up() {
+        let bad = |toml: &str| TomlSources::parse(toml).unwrap_err().to_string();
+        let source = "[[source]]\nname = \"a\"\nsql = \"SELECT 1\"\nargs = { type = \"object\" }\n";
+        let e = bad(&format!("{source}connection = \"nope\""));
+        assert!(
+            e.contains("source `a`: connection `nope` is not declared"),
+            "{e}"
+        );
+        let e = bad("[connections.app]\nurl = \"mysql://h/db\"");
+        assert!(e.contains("connections.app.url:"), "{e}");
+        let e = bad("[connections.app]\nurl = \"sqlite:///x.db\"\nsize = 3");
+        assert!(e.contains("unknown field `size`"), "{e}");
+        let e = bad("[connections.app]\nurl_env = \"UI_SERVER_TEST_NO_SUCH_VARIABLE\"");
+        assert!(e.contains("connections.app.url_env:"), "{e}");
+        let side = "[connections.side]\nurl = \"sqlite:///x.db\"\n";
+        let e = bad(&format!(
+            "{side}{source}connection = \"side\"\nnotify = \"c\""
+        ));
+        assert!(e.contains("notify needs a PostgreSQL connection"), "{e}");
+        let e = bad(&format!(
+            "{side}{source}connection = \"side\"\n[source.insert]\nsql = \"INSERT INTO t VALUES (1)\"\nargs = {{ type = \"object\" }}"
+        ));
+        assert!(e.contains("source `a`: insert:"), "{e}");
+        let ok = TomlSources::parse(&format!("{side}{source}connection = \"side\"")).unwrap();
+        assert_eq!(ok.names().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[tokio::test]
+    async fn a_write_on_a_named_sqlite_connection_is_refused_at_start_up() {
+        let dir = temp_dir("named-write");
+        let side = dir.join("side.db");
+        rusqlite::Connection::open(&side)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        let db = Db::open(&dir.join("app.db"), crate::store::SCHEMA, 2)
+            .await
+            .unwrap();
+        let toml = format!(
+            "[connections.side]\nurl = \"sqlite://{}\"\n[[source]]\nname = \"a\"\n\
+             sql = \"DELETE FROM t RETURNING x\"\nargs = {{ type = \"object\" }}\nconnection = \"side\"",
+            side.display()
+        );
+        let mut sources = TomlSources::parse(&toml).unwrap();
+        let e = sources
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("source `a`: sql must be read-only"), "{e}");
+        let missing = format!(
+            "[connections.gone]\nurl = \"sqlite://{}\"",
+            dir.join("missing.db").display()
+        );
+        let e = TomlSources::parse(&missing)
+            .unwrap()
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("connections.gone: cannot connect"), "{e}");
+        // Nothing listens on port 1 of loopback: the start fails naming the connection.
+        let e = TomlSources::parse(
+            "[connections.app]\nurl = \"postgres://u@127.0.0.1:1/db\"\nconnect_timeout_ms = 2000",
+        )
+        .unwrap()
+        .install(&db, std::time::Duration::from_secs(8))
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("connections.app: cannot connect"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn the_default_connection_can_be_a_url() {
+        let dir = temp_dir("default-url");
+        let path = dir.join("app.db");
+        let db = Db::open(&path, crate::store::SCHEMA, 2).await.unwrap();
+        let toml = "setup = \"CREATE TABLE IF NOT EXISTS t (x INTEGER); DELETE FROM t; INSERT INTO t VALUES (7);\"\n\
+                    [[source]]\nname = \"t\"\nsql = \"SELECT x FROM t\"\nargs = { type = \"object\" }";
+        let mut sources = TomlSources::parse(toml).unwrap();
+        assert!(sources.read_default_from("mysql://x").is_err());
+        sources
+            .read_default_from(&format!("sqlite://{}", path.display()))
+            .unwrap();
+        sources
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap();
+        let registry = sources.registry(&db).unwrap();
+        let got = registry
+            .get("t")
+            .unwrap()
+            .read(ReadRequest {
+                info: Arc::new(ChatInfo::default()),
+                args: ui_core::Record::default(),
+                access: Arc::new(Value::Null),
+                cancel: tokio_util::sync::CancellationToken::new(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(got.to_js_json(), r#"[{"x":7}]"#);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     async fn counting_source(dir: &std::path::Path) -> SourceRegistry {
         let cte = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < :n)";
         let args = "args = { type = \"object\", properties = { n = { type = \"integer\" } } }";
@@ -976,7 +1443,10 @@ mod tests {
             .await
             .unwrap();
         let mut sources = TomlSources::parse(&toml).unwrap();
-        sources.install(&db).await.unwrap();
+        sources
+            .install(&db, std::time::Duration::from_secs(8))
+            .await
+            .unwrap();
         sources.registry(&db).unwrap()
     }
 

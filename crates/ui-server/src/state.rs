@@ -175,10 +175,15 @@ impl AppBuilder {
             SourcesConfig::File(path) => TomlSources::load(path)?,
             SourcesConfig::Inline(text) => TomlSources::parse(text)?,
         };
-        sources.install(&db).await?;
+        // The server's database is the sources' default connection; named ones open here.
+        sources
+            .install(&db, Duration::from_millis(limits.host.read_timeout()))
+            .await?;
         // The change log lives in the same file (its own tables, `ui_sync_*`).
         let log = SqliteStore::open(&config.database).await?;
         let sync = SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
+        // Notifications on the sources' PostgreSQL channels become change events.
+        sources.listen(&sync);
         let store = SqliteUiStore::new(
             db.clone(),
             Some(sync.clone()),

@@ -1,0 +1,108 @@
+//! `POST /ui/changes`: a recorder of `sources.toml` records change events for data written
+//! outside the server; nobody else can.
+
+#![allow(missing_docs)]
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use common::*;
+use serde_json::{Value as Json, json};
+use ui_server::SourcesConfig;
+use ui_sync::{AudienceSet, ReadAfter};
+
+const TOKEN: &str = "a-recorder-token-0123456789";
+
+fn recorder_sources() -> String {
+    format!("{SOURCES}\n[recorders.ci]\ntoken = \"{TOKEN}\"\nsources = [\"ci.runs\"]\n")
+}
+
+async fn record(app: &App, token: Option<&str>, cookie: Option<&str>, body: Json) -> Answer {
+    let mut req = Request::post("/ui/changes").header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    app.send(req.body(Body::from(body.to_string())).unwrap())
+        .await
+}
+
+#[tokio::test]
+async fn a_recorder_records_and_nobody_else_can() {
+    let dir = TempDir::new("record-changes");
+    let mut config = config(&dir);
+    config.sources = SourcesConfig::Inline(recorder_sources());
+    let app = App::with_config(config, dir).await;
+    let sync = app.state.sync().clone();
+    let web = AudienceSet::new(ui_sync::parse_audience("project:web"), 16);
+    let start = sync
+        .read_after(None, &web)
+        .await
+        .unwrap()
+        .cursor()
+        .to_string();
+
+    let change = json!({"source": "ci.runs", "audience": {"kind": "project", "id": "web"},
+                        "key": "branch:main"});
+    let a = record(&app, Some(TOKEN), None, change.clone()).await;
+    assert_eq!(a.status, StatusCode::OK, "{a:?}");
+    let cursor = a.body["cursor"].as_str().unwrap().to_owned();
+    assert_eq!(a.header("x-ui-sync-seq"), Some(cursor.as_str()));
+    match sync.read_after(Some(&start), &web).await.unwrap() {
+        ReadAfter::Events { events, .. } => {
+            assert_eq!(events.len(), 1, "{events:?}");
+            assert_eq!(events[0].source, "ci.runs");
+            assert!(events[0].key.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A list of changes, the whole source of another project.
+    let many = json!({"changes": [change, {"source": "ci.runs", "audience": {"kind": "project", "id": "ops"}}]});
+    let a = record(&app, Some(TOKEN), None, many).await;
+    assert_eq!(a.status, StatusCode::OK, "{a:?}");
+
+    // Nobody else: no token, a user's session, a wrong token.
+    let alice = app.login("alice").await;
+    for (token, cookie) in [
+        (None, None),
+        (None, Some(alice.as_str())),
+        (Some("a-recorder-token-0123456780"), None),
+    ] {
+        let a = record(&app, token, cookie, change.clone()).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{a:?}");
+        assert_eq!(a.code(), "forbidden");
+    }
+    // Only its sources; only real audiences.
+    let other = json!({"source": "other.source", "audience": {"kind": "project", "id": "web"}});
+    assert_eq!(
+        record(&app, Some(TOKEN), None, other).await.code(),
+        "forbidden"
+    );
+    let global = json!({"source": "ci.runs", "audience": {"kind": "global", "id": ""}});
+    assert_eq!(
+        record(&app, Some(TOKEN), None, global).await.code(),
+        "bad-request"
+    );
+    let empty = record(&app, Some(TOKEN), None, json!({"changes": []})).await;
+    assert_eq!(empty.code(), "bad-request");
+
+    // 50 requests a second per recorder.
+    let refused = json!({"source": "other.source", "audience": {"kind": "project", "id": "web"}});
+    let mut limited = 0;
+    for _ in 0..80 {
+        if record(&app, Some(TOKEN), None, refused.clone())
+            .await
+            .status
+            == StatusCode::TOO_MANY_REQUESTS
+        {
+            limited += 1;
+        }
+    }
+    assert!(limited > 0, "80 requests at once were never rate-limited");
+    let a = record(&app, Some(TOKEN), None, refused).await;
+    assert_eq!(a.code(), "rate-limited", "{a:?}");
+}

@@ -1,0 +1,174 @@
+//! The eval area of the fixtures: every file of `tests/data/eval/{ok,err}/` compiled and
+//! evaluated, its view tree, diagnostics and state snapshotted (see `fixture/mod.rs` for the
+//! format). Files in `ok/` must evaluate without a diagnostic or a refusal, files in `err/`
+//! with at least one.
+//!
+//! A block fixture (the default `kind`) may set, in its header:
+//! - `readings`: query readings (a JSON record), stored in the state before evaluating;
+//! - `input`: a page's input (a JSON record); then the block goes through
+//!   `validated_view`, the host's check of what a person could have set, with `readings`
+//!   as the issued query values, and a refusal is snapshotted with its code;
+//! - `press: <view id>` and `change: <view id> <prop> <JSON value>` lines, applied in order
+//!   after the first evaluation, each followed by the state's values and the new view.
+//!
+//! A fixture of `kind: expressions` holds one expression per line, each parsed and
+//! evaluated against the header's `vars` (a JSON record) under a fresh budget; the value
+//! is printed as JavaScript's `JSON.stringify` would print it. Every line of an `ok`
+//! fixture must succeed and every line of an `err` fixture must fail.
+
+mod fixture;
+
+use std::fmt::Write as _;
+
+use fixture::{CLOCK, Fixture, render_block, render_diagnostics, render_view};
+use ui_compiler::expr::{evaluate, parse_expression};
+use ui_compiler::{UiState, evaluate_block, validated_view};
+use ui_core::{Budget, Failure, Value, View};
+
+fn render(out: &mut String, view: &View) {
+    for node in &view.nodes {
+        render_view(out, node, 0);
+    }
+    render_diagnostics(out, &view.diagnostics);
+}
+
+fn refused(out: &mut String, step: &str, failure: &Failure) {
+    writeln!(out, "{step} refused {}: {}", failure.code.as_str(), failure.message).unwrap();
+}
+
+/// Finds the view `id` in `view`.
+fn find<'a>(view: &'a View, id: &str) -> &'a ui_core::ViewNode {
+    let mut found = None;
+    view.walk(&mut |node| {
+        if node.id == id && found.is_none() {
+            found = Some(node);
+        }
+    });
+    found.unwrap_or_else(|| panic!("no view `{id}`"))
+}
+
+/// The snapshot of a block fixture, and whether it reported any problem.
+fn check_block(fixture: &Fixture) -> (String, bool) {
+    let block = fixture.compile();
+    let mut out = String::new();
+    let mut failed = !block.diagnostics.is_empty();
+    if failed {
+        // The compile's own problems, with the nodes they belong to.
+        out.push_str(&render_block(&block));
+        out.push_str("--- view\n");
+    }
+    let readings = fixture.record("readings");
+    let limits = fixture.limits;
+    let (mut state, mut view) = if let Some(input) = fixture.json("input") {
+        let input = input.as_record().expect("input is a record");
+        match validated_view(&block, input, &readings, limits, &CLOCK) {
+            Ok(pair) => pair,
+            Err(failure) => {
+                refused(&mut out, "input", &failure);
+                return (out, true);
+            }
+        }
+    } else {
+        let mut state = match UiState::new(&block, limits) {
+            Ok(state) => state,
+            Err(failure) => {
+                refused(&mut out, "state", &failure);
+                return (out, true);
+            }
+        };
+        for (name, value) in &readings {
+            if let Err(failure) = state.set_query(name, value, &block) {
+                refused(&mut out, &format!("reading {name}"), &failure);
+                failed = true;
+            }
+        }
+        match evaluate_block(&block, &state, limits, Some(&CLOCK)) {
+            Ok(view) => (state, view),
+            Err(failure) => {
+                refused(&mut out, "evaluation", &failure);
+                return (out, true);
+            }
+        }
+    };
+    render(&mut out, &view);
+    failed |= !view.diagnostics.is_empty();
+    for (step, argument) in &fixture.header {
+        let applied = match step.as_str() {
+            "press" => {
+                let node = find(&view, argument);
+                Ok(state.press(node))
+            }
+            "change" => {
+                let mut parts = argument.splitn(3, ' ');
+                let (id, prop, value) = (
+                    parts.next().unwrap(),
+                    parts.next().expect("change: <id> <prop> <value>"),
+                    parts.next().expect("change: <id> <prop> <value>"),
+                );
+                let value = Value::from_json_str(value).unwrap();
+                state.change(find(&view, id), prop, &value)
+            }
+            _ => continue,
+        };
+        writeln!(out, "\n--- {step} {argument}").unwrap();
+        match applied {
+            Ok(applied) => writeln!(out, "{applied:?}").unwrap(),
+            Err(failure) => {
+                refused(&mut out, step, &failure);
+                failed = true;
+            }
+        }
+        writeln!(out, "values: {}", Value::record(state.values().clone()).to_js_json()).unwrap();
+        view = evaluate_block(&block, &state, limits, Some(&CLOCK)).unwrap();
+        render(&mut out, &view);
+        failed |= !view.diagnostics.is_empty();
+    }
+    (out, failed)
+}
+
+/// The snapshot of an expression list, and whether its lines failed.
+fn check_expressions(fixture: &Fixture) -> (String, bool) {
+    let vars = fixture.record("vars");
+    let mut out = String::new();
+    let mut failures = 0;
+    let lines: Vec<&str> = fixture.body.lines().collect();
+    for line in &lines {
+        let mut budget = Budget::new(fixture.limits, &CLOCK);
+        let result = parse_expression(line, &mut budget)
+            .and_then(|expr| evaluate(&expr, &vars, &mut budget));
+        match result {
+            Ok(value) => writeln!(out, "{line}\n  => {}", value.to_js_json()),
+            Err(e) => {
+                failures += 1;
+                writeln!(out, "{line}\n  => {}: {}", e.code.as_str(), e.message)
+            }
+        }
+        .unwrap();
+    }
+    assert!(
+        failures == 0 || failures == lines.len(),
+        "an expression fixture mixes good and bad lines:\n{out}"
+    );
+    (out, failures > 0)
+}
+
+#[test]
+fn eval() {
+    insta::glob!("data/eval/*/*.md", |path| {
+        let fixture = Fixture::read(path);
+        let (snapshot, failed) = match fixture.kind.as_str() {
+            "" | "block" => check_block(&fixture),
+            "expressions" => check_expressions(&fixture),
+            other => panic!("unknown kind `{other}`"),
+        };
+        assert_eq!(
+            failed,
+            !fixture.ok,
+            "{}: `ok` fixtures have no diagnostics, `err` fixtures have some\n{snapshot}",
+            path.display()
+        );
+        insta::with_settings!({description => fixture.body.as_str(), omit_expression => true}, {
+            insta::assert_snapshot!(snapshot);
+        });
+    });
+}

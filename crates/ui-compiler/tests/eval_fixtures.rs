@@ -11,6 +11,14 @@
 //! - `press: <view id>` and `change: <view id> <prop> <JSON value>` lines, applied in order
 //!   after the first evaluation, each followed by the state's values and the new view.
 //!
+//! A fixture of `kind: requests` compiles its block and answers each `validate: <input>`,
+//! `choose: <choice id> <input>` and `arguments: <query> <input>` header line in order
+//! (`validated_state`, `resolve_choice`, `query_arguments`: what a host checks of a page's
+//! input); `<input>` is a JSON record, optionally followed by ` queries <JSON record>` (the
+//! issued query readings), and a node id may be written `Kind[i]` (the `i`-th node of that
+//! kind). An `ok` fixture compiles cleanly and has every request accepted; an `err` one has
+//! a diagnostic or a refusal.
+//!
 //! A fixture of `kind: expressions` holds one expression per line, each parsed and
 //! evaluated against the header's `vars` (a JSON record) under a fresh budget; the value
 //! is printed as JavaScript's `JSON.stringify` would print it. Every line of an `ok`
@@ -22,8 +30,11 @@ use std::fmt::Write as _;
 
 use fixture::{CLOCK, Fixture, render_block, render_diagnostics, render_view};
 use ui_compiler::expr::{evaluate, parse_expression};
-use ui_compiler::{UiState, evaluate_block, validated_view};
-use ui_core::{Budget, Failure, Value, View};
+use ui_compiler::{
+    Block, UiState, evaluate_block, query_arguments, resolve_choice, validated_state,
+    validated_view,
+};
+use ui_core::{Budget, Failure, Record, Value, View};
 
 fn render(out: &mut String, view: &View) {
     for node in &view.nodes {
@@ -33,7 +44,13 @@ fn render(out: &mut String, view: &View) {
 }
 
 fn refused(out: &mut String, step: &str, failure: &Failure) {
-    writeln!(out, "{step} refused {}: {}", failure.code.as_str(), failure.message).unwrap();
+    writeln!(
+        out,
+        "{step} refused {}: {}",
+        failure.code.as_str(),
+        failure.message
+    )
+    .unwrap();
 }
 
 /// Finds the view `id` in `view`.
@@ -118,10 +135,110 @@ fn check_block(fixture: &Fixture) -> (String, bool) {
                 failed = true;
             }
         }
-        writeln!(out, "values: {}", Value::record(state.values().clone()).to_js_json()).unwrap();
+        writeln!(
+            out,
+            "values: {}",
+            Value::record(state.values().clone()).to_js_json()
+        )
+        .unwrap();
         view = evaluate_block(&block, &state, limits, Some(&CLOCK)).unwrap();
         render(&mut out, &view);
         failed |= !view.diagnostics.is_empty();
+    }
+    (out, failed)
+}
+
+/// The compiled id a request names: `Kind[i]` is the `i`-th node of that kind in document
+/// order (with any `:<index>` suffix of an Each iteration kept), anything else is taken as
+/// written.
+fn node_id(block: &Block, name: &str) -> String {
+    let Some((kind, rest)) = name.split_once('[') else {
+        return name.to_owned();
+    };
+    let (index, suffix) = rest.split_once(']').expect("`Kind[i]`");
+    let index: usize = index.parse().expect("an index");
+    let mut ids = Vec::new();
+    block.walk(&mut |n| {
+        if n.kind == kind {
+            ids.push(n.id.clone());
+        }
+    });
+    format!("{}{suffix}", ids[index])
+}
+
+/// Splits `<input JSON>[ queries <queries JSON>]`.
+fn input_and_queries(text: &str) -> (Record, Record) {
+    let (input, queries) = text.split_once(" queries ").unwrap_or((text, "{}"));
+    let record = |json: &str| {
+        Value::from_json_str(json)
+            .unwrap_or_else(|e| panic!("`{json}`: {e}"))
+            .as_record()
+            .expect("a record")
+            .clone()
+    };
+    (record(input), record(queries))
+}
+
+/// The snapshot of a request list, and whether the block or any request failed.
+fn check_requests(fixture: &Fixture) -> (String, bool) {
+    let block = fixture.compile();
+    let limits = fixture.limits;
+    let mut out = String::new();
+    let mut failed = !block.diagnostics.is_empty();
+    if failed {
+        out.push_str(&render_block(&block));
+        out.push_str("--- requests\n");
+    }
+    for (request, argument) in &fixture.header {
+        let result: Result<String, Failure> = match request.as_str() {
+            "validate" => {
+                let (input, queries) = input_and_queries(argument);
+                validated_state(&block, &input, &queries, limits, &CLOCK).map(|state| {
+                    format!(
+                        "values {}",
+                        Value::record(state.values().clone()).to_js_json()
+                    )
+                })
+            }
+            "choose" => {
+                let (name, rest) = argument.split_once(' ').expect("choose: <id> <input>");
+                let (input, queries) = input_and_queries(rest);
+                let id = if name == "\"\"" {
+                    String::new()
+                } else {
+                    node_id(&block, name)
+                };
+                resolve_choice(&block, &id, &input, &queries, limits, &CLOCK).map(|s| {
+                    format!(
+                        "label {:?} context {:?} values {}",
+                        s.label,
+                        s.context,
+                        Value::record(s.values).to_js_json()
+                    )
+                })
+            }
+            "arguments" => {
+                let (name, input) = argument.split_once(' ').expect("arguments: <name> <input>");
+                let name = if name == "\"\"" { "" } else { name };
+                let (input, _) = input_and_queries(input);
+                query_arguments(&block, name, &input, limits, &CLOCK)
+                    .map(|args| format!("arguments {}", Value::record(args).to_js_json()))
+            }
+            _ => continue,
+        };
+        match result {
+            Ok(answer) => writeln!(out, "{request} {argument}\n  => {answer}"),
+            Err(e) => {
+                failed = true;
+                writeln!(
+                    out,
+                    "{request} {argument}\n  => {}: {}",
+                    e.code.as_str(),
+                    e.message
+                )
+            }
+        }
+        .unwrap();
     }
     (out, failed)
 }
@@ -159,6 +276,7 @@ fn eval() {
         let (snapshot, failed) = match fixture.kind.as_str() {
             "" | "block" => check_block(&fixture),
             "expressions" => check_expressions(&fixture),
+            "requests" => check_requests(&fixture),
             other => panic!("unknown kind `{other}`"),
         };
         assert_eq!(

@@ -43,7 +43,11 @@ fn check(fixture: &Fixture) -> (String, bool) {
                 let mut budget = Budget::new(fixture.limits, &CLOCK);
                 match parse_expression(line, &mut budget) {
                     Ok(expr) => {
-                        writeln!(out, "{line}\n  => {}", serde_json::to_string(&expr).unwrap())
+                        writeln!(
+                            out,
+                            "{line}\n  => {}",
+                            serde_json::to_string(&expr).unwrap()
+                        )
                     }
                     Err(e) => {
                         failures += 1;

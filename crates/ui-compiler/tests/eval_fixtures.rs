@@ -8,8 +8,11 @@
 //! - `input`: a page's input (a JSON record); then the block goes through
 //!   `validated_view`, the host's check of what a person could have set, with `readings`
 //!   as the issued query values, and a refusal is snapshotted with its code;
-//! - `press: <view id>` and `change: <view id> <prop> <JSON value>` lines, applied in order
-//!   after the first evaluation, each followed by the state's values and the new view.
+//! - steps, applied in order after the first evaluation, each followed by its outcome, the
+//!   state's values and the new view when it changed: `press: <view>` and
+//!   `change: <view> <prop> <JSON value>` (a person's press and edit), `set: <$name> <JSON
+//!   value>` (`UiState::set`) and `run: <action expression>` (`UiState::run`). A view is
+//!   named by its id or `Kind[i]`, the `i`-th view of that kind in pre-order.
 //!
 //! A fixture of `kind: requests` compiles its block and answers each `validate: <input>`,
 //! `choose: <choice id> <input>` and `arguments: <query> <input>` header line in order
@@ -53,15 +56,25 @@ fn refused(out: &mut String, step: &str, failure: &Failure) {
     .unwrap();
 }
 
-/// Finds the view `id` in `view`.
-fn find<'a>(view: &'a View, id: &str) -> &'a ui_core::ViewNode {
-    let mut found = None;
+/// Finds the view `name` in `view`: its id, or `Kind[i]`, the `i`-th view of that kind in
+/// pre-order.
+fn find<'a>(view: &'a View, name: &str) -> &'a ui_core::ViewNode {
+    let mut found = Vec::new();
+    let by_kind = name.strip_suffix(']').and_then(|n| n.split_once('['));
     view.walk(&mut |node| {
-        if node.id == id && found.is_none() {
-            found = Some(node);
+        let hit = match by_kind {
+            Some((kind, _)) => node.kind == kind,
+            None => node.id == name,
+        };
+        if hit {
+            found.push(node);
         }
     });
-    found.unwrap_or_else(|| panic!("no view `{id}`"))
+    let index = by_kind.map_or(0, |(_, i)| i.parse().expect("an index"));
+    found
+        .get(index)
+        .copied()
+        .unwrap_or_else(|| panic!("no view `{name}`"))
 }
 
 /// The snapshot of a block fixture, and whether it reported any problem.
@@ -107,29 +120,41 @@ fn check_block(fixture: &Fixture) -> (String, bool) {
             }
         }
     };
-    render(&mut out, &view);
     failed |= !view.diagnostics.is_empty();
+    let mut shown = String::new();
+    render(&mut shown, &view);
+    out.push_str(&shown);
     for (step, argument) in &fixture.header {
         let applied = match step.as_str() {
-            "press" => {
-                let node = find(&view, argument);
-                Ok(state.press(node))
-            }
+            "press" => Ok(format!("{:?}", state.press(find(&view, argument)))),
             "change" => {
                 let mut parts = argument.splitn(3, ' ');
-                let (id, prop, value) = (
-                    parts.next().unwrap(),
-                    parts.next().expect("change: <id> <prop> <value>"),
-                    parts.next().expect("change: <id> <prop> <value>"),
-                );
+                let (Some(id), Some(prop), Some(value)) =
+                    (parts.next(), parts.next(), parts.next())
+                else {
+                    panic!("change: <view> <prop> <JSON value>");
+                };
                 let value = Value::from_json_str(value).unwrap();
-                state.change(find(&view, id), prop, &value)
+                state
+                    .change(find(&view, id), prop, &value)
+                    .map(|applied| format!("{applied:?}"))
+            }
+            "set" => {
+                let (name, value) = argument.split_once(' ').expect("set: <$name> <JSON value>");
+                let value = Value::from_json_str(value).unwrap();
+                state.set(name, &value).map(|()| "set".to_owned())
+            }
+            "run" => {
+                let mut budget = Budget::new(limits, &CLOCK);
+                parse_expression(argument, &mut budget)
+                    .and_then(|action| state.run(&action))
+                    .map(|()| "ran".to_owned())
             }
             _ => continue,
         };
         writeln!(out, "\n--- {step} {argument}").unwrap();
         match applied {
-            Ok(applied) => writeln!(out, "{applied:?}").unwrap(),
+            Ok(applied) => writeln!(out, "{applied}").unwrap(),
             Err(failure) => {
                 refused(&mut out, step, &failure);
                 failed = true;
@@ -142,7 +167,13 @@ fn check_block(fixture: &Fixture) -> (String, bool) {
         )
         .unwrap();
         view = evaluate_block(&block, &state, limits, Some(&CLOCK)).unwrap();
-        render(&mut out, &view);
+        // The view again only when it changed.
+        let mut next = String::new();
+        render(&mut next, &view);
+        if next != shown {
+            out.push_str(&next);
+            shown = next;
+        }
         failed |= !view.diagnostics.is_empty();
     }
     (out, failed)

@@ -9,7 +9,7 @@ use ui_core::text::{push_decimal, truncate_utf16, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
-use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_with};
+use crate::compile::{BlockJob, Checkpoint, CompileOptions, Previous, compile_block_with};
 use crate::fence::{Fence, scan_fences_with};
 
 /// Converts byte offsets of the reply to UTF-16 offsets, moving forward only.
@@ -272,9 +272,14 @@ impl Run<'_, '_, '_> {
                         block: &mut c.block,
                     })
                 });
-                let keep = !options.is_final;
-                let (mut block, checkpoint) =
-                    compile_block_with(source, id(), options, complete, self.clock, resume, keep);
+                let job = BlockJob {
+                    id: id(),
+                    complete,
+                    clock: self.clock,
+                    previous: resume,
+                    keep: !options.is_final,
+                };
+                let (mut block, checkpoint) = compile_block_with(source, options, job);
                 block.start = start;
                 block.end = end;
                 // The previous source's buffer, when there is one, has about the right size.

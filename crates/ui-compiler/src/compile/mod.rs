@@ -134,6 +134,25 @@ impl Charges {
     }
 }
 
+/// Empties `block` after a whole-block failure (§12.3) but for one diagnostic over the
+/// whole source (`len16` UTF-16 units): `budget_exceeded` and `refused_access` as they
+/// are, anything else escaping the guards as an internal error (`invalid_syntax`). The
+/// caller sets the fallback.
+fn fail_whole_block(block: &mut Block, failure: Failure, source: &str, len16: u32) {
+    let failure = if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess {
+        failure
+    } else {
+        Failure::new(Code::InvalidSyntax, failure.message)
+    };
+    block.defaults = Record::default();
+    block.queries = IndexMap::new();
+    block.nodes = Vec::new();
+    block.diagnostics = vec![
+        Diagnostic::new(failure, TextRange::new(0, len16))
+            .with_bytes(TextRange::new(0, source.len() as u32)),
+    ];
+}
+
 /// The counters and the number of diagnostics of a compile now.
 fn point(budget: &Budget<'_>, diagnostics: &[Diagnostic]) -> Point {
     (Charges::of(budget), diagnostics.len())
@@ -242,20 +261,7 @@ pub(crate) fn compile_block_with(
             return compile_block_with(source, options, afresh);
         }
         Err(failure) => {
-            let failure =
-                if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess {
-                    failure
-                } else {
-                    // Anything else escaping the guards is an internal error (§12.3).
-                    Failure::new(Code::InvalidSyntax, failure.message)
-                };
-            block.defaults = Record::default();
-            block.queries = IndexMap::new();
-            block.nodes = Vec::new();
-            block.diagnostics = vec![
-                Diagnostic::new(failure, TextRange::new(0, len16))
-                    .with_bytes(TextRange::new(0, source.len() as u32)),
-            ];
+            fail_whole_block(&mut block, failure, source, len16);
             block.fallback = full_fallback();
         }
     }
@@ -598,6 +604,27 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             self.replay(&r.children, None)?;
             node.children = r.finished;
         }
+        self.children(&mut node, syn, level, depth, child_parent)?;
+        node.fallback = self.fallback(&node, name, &evaluated, syn);
+        if let Some(l) = level
+            && !syn.complete
+        {
+            self.reuse.incomplete_tag(l, evaluated);
+        }
+        Ok(node)
+    }
+
+    /// Compiles the children of `syn` after those `node` already holds (reused from the
+    /// previous compile), recording where they reach the mark when `syn` is the open tag at
+    /// `level`.
+    fn children(
+        &mut self,
+        node: &mut Node,
+        syn: &'a SynNode<'a>,
+        level: Option<usize>,
+        depth: u64,
+        parent: Option<Parent<'a>>,
+    ) -> Result<(), Failure> {
         match node.children.is_empty() {
             true => node.children.reserve_exact(syn.children.len()),
             // Reused children: the previous vector, which grows a little at every compile.
@@ -609,7 +636,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 self.reuse
                     .child_reaches(l, i, || point(self.budget, diagnostics));
             }
-            let compiled = self.node(child, depth + 1, child_parent)?;
+            let compiled = self.node(child, depth + 1, parent)?;
             node.children.push(compiled);
         }
         if let Some(l) = level {
@@ -618,24 +645,24 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             self.reuse
                 .child_reaches(l, end, || point(self.budget, diagnostics));
         }
+        Ok(())
+    }
+
+    /// The fallback of the tag `name` (§7.2) from its props, the values of its expressions
+    /// in the defaults and its children's fallbacks; when blank, its source text, cut.
+    fn fallback(&self, node: &Node, name: &str, evaluated: &Props, syn: &SynNode<'_>) -> String {
         let props = &node.props;
-        let mut fallback = node_fallback_with(
+        let fallback = node_fallback_with(
             name,
             |key| props.get(key).or_else(|| evaluated.get(key)),
             fallbacks(&node.children),
         );
-        if is_blank(&fallback) {
-            let raw = &self.source[syn.start..syn.end];
-            let cap = self.options.reply_limits.node_source_fallback() as usize;
-            fallback = truncate_utf16(raw, cap).to_owned();
+        if !is_blank(&fallback) {
+            return fallback;
         }
-        node.fallback = fallback;
-        if let Some(l) = level
-            && !syn.complete
-        {
-            self.reuse.incomplete_tag(l, evaluated);
-        }
-        Ok(node)
+        let raw = &self.source[syn.start..syn.end];
+        let cap = self.options.reply_limits.node_source_fallback() as usize;
+        truncate_utf16(raw, cap).to_owned()
     }
 
     /// §12.2 steps 2–4 for `syn` into `node` (whose depth is charged) and `evaluated`:
@@ -720,33 +747,48 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 format!("`{}` is not a component of the catalog.", node.kind),
             ));
         };
+        check_placement(component, parent)?;
+        let (mut accepted, required) = self.read_props(node, component, props, at_mark)?;
         let name = component.name();
-        if let Some(required) = component.parent()
-            && parent.map(|p| p.name) != Some(required)
+        if name == "Image"
+            && node.props.get("generated").and_then(Value::as_str) == Some("latest")
+            && let Some(latest) = &self.options.latest_attachment
+        {
+            node.props.shift_remove("generated");
+            node.props
+                .insert("attachment", Value::from(latest.as_str()));
+            accepted = false;
+        }
+        if let Some(action) = component.action()
+            && node.complete
+            && !node.expressions.contains_key(action)
         {
             return Err(failure(
-                Code::InvalidParent,
-                format!("`{name}` must stand inside `{required}`."),
+                Code::InvalidProps,
+                format!("`{name}` needs an `{action}`."),
             ));
         }
-        if let Some(parent_component) = parent.and_then(|p| p.component)
-            && let Some(allowed) = parent_component.children()
-            && !allowed.contains(&name)
-            && !component.is_pass_through()
-        {
-            return Err(failure(
-                Code::InvalidChild,
-                format!("`{}` cannot hold `{name}`.", parent_component.name()),
-            ));
-        }
+        self.check_props(node, component, evaluated, accepted, required)
+    }
+
+    /// Sorts the props `props` of the tag into `node`: the action, constant props (folded),
+    /// expressions and bindings; a prop the component lacks is dropped with a diagnostic.
+    /// Answers whether every constant prop has its spec's shape, and how many of them are
+    /// required: with no expressions, the schema check then needs no second walk.
+    fn read_props(
+        &mut self,
+        node: &mut Node,
+        component: &'static Component,
+        props: Range<usize>,
+        at_mark: bool,
+    ) -> Result<(bool, usize), Failure> {
+        let name = component.name();
         let empty = Record::default();
         // (Empty until now, so made at its size rather than grown.)
         node.props = Props::with_capacity(props.len());
         // Only the props of the tags open at the parser's mark are read again (they go into
         // the checkpoint); the others are moved rather than copied.
         let moved = !at_mark;
-        // Whether every constant prop so far has its spec's shape, and how many of them are
-        // required: with no expressions, the schema check then needs no second walk.
         let mut accepted = true;
         let mut required = 0;
         for i in props {
@@ -792,24 +834,20 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 self.node_diag(node, f);
             }
         }
-        if name == "Image"
-            && node.props.get("generated").and_then(Value::as_str) == Some("latest")
-            && let Some(latest) = &self.options.latest_attachment
-        {
-            node.props.shift_remove("generated");
-            node.props
-                .insert("attachment", Value::from(latest.as_str()));
-            accepted = false;
-        }
-        if let Some(action) = component.action()
-            && node.complete
-            && !node.expressions.contains_key(action)
-        {
-            return Err(failure(
-                Code::InvalidProps,
-                format!("`{name}` needs an `{action}`."),
-            ));
-        }
+        Ok((accepted, required))
+    }
+
+    /// Evaluates the node's expressions (but its action) in the defaults into `evaluated`
+    /// and, when they all resolve on a complete node, checks the props against the
+    /// component's schema (`accepted` and `required` as [`Compiler::read_props`] answers).
+    fn check_props(
+        &mut self,
+        node: &Node,
+        component: &'static Component,
+        evaluated: &mut Props,
+        accepted: bool,
+        required: usize,
+    ) -> Result<(), Failure> {
         let mut resolved = true;
         for (prop, expr) in node.expressions.as_slice() {
             if component.action() == Some(prop) {
@@ -851,6 +889,31 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         Ok(())
     }
+}
+
+/// The placement rules of §12.2: the parent a component requires, and the children its
+/// effective parent allows.
+fn check_placement(component: &Component, parent: Option<Parent<'_>>) -> Result<(), Failure> {
+    let name = component.name();
+    if let Some(required) = component.parent()
+        && parent.map(|p| p.name) != Some(required)
+    {
+        return Err(failure(
+            Code::InvalidParent,
+            format!("`{name}` must stand inside `{required}`."),
+        ));
+    }
+    if let Some(parent_component) = parent.and_then(|p| p.component)
+        && let Some(allowed) = parent_component.children()
+        && !allowed.contains(&name)
+        && !component.is_pass_through()
+    {
+        return Err(failure(
+            Code::InvalidChild,
+            format!("`{}` cannot hold `{name}`.", parent_component.name()),
+        ));
+    }
+    Ok(())
 }
 
 fn validate(component: &Component, props: &Props) -> Result<(), Failure> {

@@ -9,7 +9,7 @@ use ui_core::text::{push_decimal, truncate_utf16, utf16_len_of_utf8};
 use ui_core::{CATALOG_VERSION, Clock, Code, Diagnostic, Failure, Record, SystemClock, TextRange};
 
 use crate::block::Block;
-use crate::compile::{Checkpoint, CompileOptions, Previous, compile_block_with};
+use crate::compile::{BlockJob, Checkpoint, CompileOptions, Previous, compile_block_with};
 use crate::fence::{Fence, scan_fences_with};
 
 /// Converts byte offsets of the reply to UTF-16 offsets, moving forward only.
@@ -251,9 +251,39 @@ impl Run<'_, '_, '_> {
             };
             return self.refuse(id(), &found, source, why);
         }
+        let entry = self.entry(source, start, end, complete, settled, id);
+        self.nodes += entry.nodes;
+        if self.nodes > reply.nodes() {
+            let why = format!("The reply's blocks hold more than {} nodes.", reply.nodes());
+            return self.refuse(id(), &found, source, why);
+        }
+        if options.is_final {
+            self.blocks.push(entry.block);
+        } else {
+            self.blocks.push(Arc::clone(&entry.block));
+            self.cache.push(entry);
+        }
+        true
+    }
+}
+
+impl Run<'_, '_, '_> {
+    /// The cached compile of the fence `source` at `start`..`end`: the previous call's
+    /// block when the fence is unchanged (its source, or `settled`), else a compile that
+    /// resumes from the previous call's checkpoint where one applies.
+    fn entry(
+        &mut self,
+        source: &str,
+        start: u32,
+        end: u32,
+        complete: bool,
+        settled: bool,
+        id: impl FnOnce() -> String,
+    ) -> Cached {
+        let options = self.options;
         while self.previous.next_if(|c| c.start < start).is_some() {}
         let mut previous = self.previous.next_if(|c| c.start == start);
-        let entry = match previous.take_if(|c| {
+        match previous.take_if(|c| {
             !options.is_final
                 && c.end == end
                 && c.complete == complete
@@ -272,9 +302,14 @@ impl Run<'_, '_, '_> {
                         block: &mut c.block,
                     })
                 });
-                let keep = !options.is_final;
-                let (mut block, checkpoint) =
-                    compile_block_with(source, id(), options, complete, self.clock, resume, keep);
+                let job = BlockJob {
+                    id: id(),
+                    complete,
+                    clock: self.clock,
+                    previous: resume,
+                    keep: !options.is_final,
+                };
+                let (mut block, checkpoint) = compile_block_with(source, options, job);
                 block.start = start;
                 block.end = end;
                 // The previous source's buffer, when there is one, has about the right size.
@@ -296,23 +331,9 @@ impl Run<'_, '_, '_> {
                     checkpoint,
                 }
             }
-        };
-        self.nodes += entry.nodes;
-        if self.nodes > reply.nodes() {
-            let why = format!("The reply's blocks hold more than {} nodes.", reply.nodes());
-            return self.refuse(id(), &found, source, why);
         }
-        if options.is_final {
-            self.blocks.push(entry.block);
-        } else {
-            self.blocks.push(Arc::clone(&entry.block));
-            self.cache.push(entry);
-        }
-        true
     }
-}
 
-impl Run<'_, '_, '_> {
     /// Adds the block of `found` refused by a reply limit, with `why`; `false`, which stops
     /// the scan.
     fn refuse(&mut self, id: String, found: &Found, source: &str, why: String) -> bool {

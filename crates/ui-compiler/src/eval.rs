@@ -1,7 +1,7 @@
 //! Evaluating a compiled block against a state (`language.md` §15): the view tree.
 
 use indexmap::IndexMap;
-use ui_core::catalog;
+use ui_core::catalog::{self, Component};
 use ui_core::{
     Budget, CATALOG_VERSION, Clock, Code, Diagnostic, Failure, FrozenClock, Record, SystemClock,
     TextRange, UiLimits, Value, View, ViewAction, ViewBinding, ViewNode,
@@ -131,6 +131,122 @@ impl Evaluator<'_, '_> {
         }
     }
 
+    /// The node's constant props (copied under the budget) and its evaluated expressions,
+    /// but for its action, which runs only when pressed.
+    fn evaluated_props(
+        &mut self,
+        node: &Node,
+        vars: &Record,
+        action_prop: Option<&str>,
+    ) -> Result<Record, Failure> {
+        let record: Record = (node.props.iter())
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect();
+        let mut props = match self.budget.copy_value(&Value::record(record))? {
+            Value::Record(r) => std::sync::Arc::unwrap_or_clone(r),
+            _ => Record::default(),
+        };
+        for (prop, expr) in &node.expressions {
+            if Some(prop) == action_prop {
+                continue;
+            }
+            let value = evaluate(expr, vars, &mut self.budget)?;
+            props.insert(prop.to_owned(), value);
+        }
+        Ok(props)
+    }
+
+    /// A Show with its validated `props`: its children's views when `when` is `true`, else
+    /// none.
+    fn show(
+        &mut self,
+        node: &Node,
+        props: &Record,
+        vars: &Record,
+        depth: u64,
+        suffix: &str,
+    ) -> Vec<ViewNode> {
+        let mut out = Vec::new();
+        if props.get("when").and_then(Value::as_bool) == Some(true) {
+            for child in &node.children {
+                if self.exhausted {
+                    break;
+                }
+                out.extend(self.visit(child, vars, depth + 1, suffix));
+            }
+        }
+        out
+    }
+
+    /// An Each with its validated `props`: its children's views once per item, with the
+    /// item under the local name and `:<index>` added to the ids.
+    fn each(
+        &mut self,
+        node: &Node,
+        props: &Record,
+        vars: &Record,
+        depth: u64,
+        suffix: &str,
+    ) -> Result<Vec<ViewNode>, Failure> {
+        let items = props
+            .get("items")
+            .and_then(Value::as_array)
+            .map(<[Value]>::to_vec)
+            .unwrap_or_default();
+        let local = props
+            .get("as")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.budget.iteration(items.len() as u64)?;
+        let mut out = Vec::new();
+        let mut scope = vars.clone();
+        for (i, item) in items.into_iter().enumerate() {
+            // A fresh allocation, as JavaScript's boundary copy gives the local: the
+            // item is not identical (`===`) to the element it came from.
+            let mut fresh = Budget::new(*self.budget.limits(), &FrozenClock(0.0));
+            let item = fresh.copy_value_fresh(&item).unwrap_or(item);
+            scope.insert(local.clone(), item);
+            let suffix = format!("{suffix}:{i}");
+            for child in &node.children {
+                if self.exhausted {
+                    break;
+                }
+                out.extend(self.visit(child, &scope, depth + 1, &suffix));
+            }
+            if self.exhausted {
+                return Err(fail(
+                    Code::BudgetExceeded,
+                    "The block exceeded its work budget while repeating `Each`.",
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The view's bindings: each bound prop of `node` with its variable and current value;
+    /// `refused_binding` for a prop the component does not bind or a name that is not
+    /// local state (only in a tampered block).
+    fn bind(&self, node: &Node, component: &Component, view: &mut ViewNode) -> Result<(), Failure> {
+        for (prop, variable) in &node.bindings {
+            if component.binding() != Some(prop) || !self.is_local(variable) {
+                return Err(fail(
+                    Code::RefusedBinding,
+                    format!("`{prop}` cannot bind `{variable}`."),
+                ));
+            }
+            let value = view.props.get(prop).cloned().unwrap_or_default();
+            view.bindings.insert(
+                prop.to_owned(),
+                ViewBinding {
+                    variable: variable.clone(),
+                    value,
+                },
+            );
+        }
+        Ok(())
+    }
+
     /// `Ok(Some(views))` replaces the node (Show, Each); `Ok(None)` keeps `view`.
     fn visit_inner(
         &mut self,
@@ -156,20 +272,7 @@ impl Evaluator<'_, '_> {
         }
         let component = catalog::lookup(&node.kind);
         let action_prop = component.and_then(|c| c.action());
-        let record: Record = (node.props.iter())
-            .map(|(k, v)| (k.to_owned(), v.clone()))
-            .collect();
-        let mut props = match self.budget.copy_value(&Value::record(record))? {
-            Value::Record(r) => std::sync::Arc::unwrap_or_clone(r),
-            _ => Record::default(),
-        };
-        for (prop, expr) in &node.expressions {
-            if Some(prop) == action_prop {
-                continue;
-            }
-            let value = evaluate(expr, vars, &mut self.budget)?;
-            props.insert(prop.to_owned(), value);
-        }
+        let props = self.evaluated_props(node, vars, action_prop)?;
         if node.is_text() {
             let text = match props.get("text") {
                 None => String::new(),
@@ -191,75 +294,12 @@ impl Evaluator<'_, '_> {
         };
         let props = component.validate(&props).map_err(Failure::from)?;
         view.props = props;
-        let props = &view.props;
         match component.name() {
-            "Show" => {
-                if props.get("when").and_then(Value::as_bool) == Some(true) {
-                    let mut out = Vec::new();
-                    for child in &node.children {
-                        if self.exhausted {
-                            break;
-                        }
-                        out.extend(self.visit(child, vars, depth + 1, suffix));
-                    }
-                    return Ok(Some(out));
-                }
-                return Ok(Some(Vec::new()));
-            }
-            "Each" => {
-                let items = props
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .map(<[Value]>::to_vec)
-                    .unwrap_or_default();
-                let local = props
-                    .get("as")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                self.budget.iteration(items.len() as u64)?;
-                let mut out = Vec::new();
-                let mut scope = vars.clone();
-                for (i, item) in items.into_iter().enumerate() {
-                    // A fresh allocation, as JavaScript's boundary copy gives the local: the
-                    // item is not identical (`===`) to the element it came from.
-                    let mut fresh = Budget::new(*self.budget.limits(), &FrozenClock(0.0));
-                    let item = fresh.copy_value_fresh(&item).unwrap_or(item);
-                    scope.insert(local.clone(), item);
-                    let suffix = format!("{suffix}:{i}");
-                    for child in &node.children {
-                        if self.exhausted {
-                            break;
-                        }
-                        out.extend(self.visit(child, &scope, depth + 1, &suffix));
-                    }
-                    if self.exhausted {
-                        return Err(fail(
-                            Code::BudgetExceeded,
-                            "The block exceeded its work budget while repeating `Each`.",
-                        ));
-                    }
-                }
-                return Ok(Some(out));
-            }
+            "Show" => return Ok(Some(self.show(node, &view.props, vars, depth, suffix))),
+            "Each" => return self.each(node, &view.props, vars, depth, suffix).map(Some),
             _ => {}
         }
-        for (prop, variable) in &node.bindings {
-            if component.binding() != Some(prop) || !self.is_local(variable) {
-                return Err(fail(
-                    Code::RefusedBinding,
-                    format!("`{prop}` cannot bind `{variable}`."),
-                ));
-            }
-            let value = view.props.get(prop).cloned().unwrap_or_default();
-            view.bindings.insert(
-                prop.to_owned(),
-                ViewBinding {
-                    variable: variable.clone(),
-                    value,
-                },
-            );
-        }
+        self.bind(node, component, view)?;
         if let Some(action_prop) = action_prop
             && let Some(action) = node.expressions.get(action_prop)
         {

@@ -48,7 +48,8 @@
 //! [`Diagnostic`]: ui_core::Diagnostic
 //!
 //! Dependencies: ui-core, serde, serde_json, indexmap (insertion-ordered maps, as in
-//! ui-core), thiserror, and memchr for the line scan of long replies.
+//! ui-core), thiserror, and memchr for the line scan of long replies. Its tests also use
+//! proptest and insta (the fixtures of `tests/data/`, one snapshot per file).
 
 mod block;
 mod compile;

@@ -144,6 +144,15 @@ pub(crate) struct OpenAt {
     pub(crate) end: usize,
 }
 
+/// A prop value read by [`Parser::prop_value`]: its byte range in the source (between the
+/// braces or quotes), the UTF-16 length of a quoted value without a backslash, and whether
+/// it is a braced small integer (the fast paths read both without the expression lexer).
+struct PropValue {
+    range: (usize, usize),
+    plain: Option<u64>,
+    integer: bool,
+}
+
 /// A tag open at a [`Mark`], detached from its source so that a later parse can restore
 /// it: offsets instead of borrowed names.
 #[derive(Debug, Clone)]
@@ -1010,38 +1019,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
                 .wait_or(Code::InvalidProp, "Expected a prop value.")
                 .map(|()| false);
         }
-        let value_start = self.pos;
-        let mut plain = None;
-        let mut integer = false;
-        let value: (usize, usize) = match self.b[self.pos] {
-            b'{' => match self.fast_braced_integer()? {
-                Some(range) => {
-                    integer = true;
-                    range
-                }
-                None => match self.balanced()? {
-                    Some(range) => range,
-                    // A braced value cut off while streaming: the prop is absent and
-                    // the tag still ends after its name (§7.1 step 3).
-                    None => return Ok(false),
-                },
-            },
-            q @ (b'"' | b'\'') => match self.quoted(q)? {
-                Some(quoted) => {
-                    plain = quoted.plain_units;
-                    (quoted.start, quoted.end)
-                }
-                None => {
-                    self.partial_prop(idx, prop, value_start)?;
-                    return Ok(false);
-                }
-            },
-            _ => {
-                return Err(fail(
-                    Code::InvalidProp,
-                    format!("The value of `{prop}` must be quoted or in braces."),
-                ));
-            }
+        let Some(PropValue {
+            range: value,
+            plain,
+            integer,
+        }) = self.prop_value(idx, prop)?
+        else {
+            return Ok(false);
         };
         if self.out.props[props..]
             .iter()
@@ -1059,6 +1043,50 @@ impl<'s> Parser<'s, '_, '_, '_> {
         };
         self.push_prop(idx, prop, expr);
         Ok(true)
+    }
+
+    /// Reads the value of the prop `prop` of the tag `idx`, at the current position: `None`
+    /// when the input ends inside it while streaming (a partial quoted value is kept as the
+    /// prop's value so far, a braced one is absent; either way the tag's parse stops).
+    fn prop_value(&mut self, idx: usize, prop: &'s str) -> Result<Option<PropValue>, Failure> {
+        let value_start = self.pos;
+        let value = match self.b[self.pos] {
+            b'{' => match self.fast_braced_integer()? {
+                Some(range) => PropValue {
+                    range,
+                    plain: None,
+                    integer: true,
+                },
+                None => match self.balanced()? {
+                    Some(range) => PropValue {
+                        range,
+                        plain: None,
+                        integer: false,
+                    },
+                    // A braced value cut off while streaming: the prop is absent and
+                    // the tag still ends after its name (§7.1 step 3).
+                    None => return Ok(None),
+                },
+            },
+            q @ (b'"' | b'\'') => match self.quoted(q)? {
+                Some(quoted) => PropValue {
+                    range: (quoted.start, quoted.end),
+                    plain: quoted.plain_units,
+                    integer: false,
+                },
+                None => {
+                    self.partial_prop(idx, prop, value_start)?;
+                    return Ok(None);
+                }
+            },
+            _ => {
+                return Err(fail(
+                    Code::InvalidProp,
+                    format!("The value of `{prop}` must be quoted or in braces."),
+                ));
+            }
+        };
+        Ok(Some(value))
     }
 
     /// At the end of input inside a tag: wait for more text while streaming, else fail.

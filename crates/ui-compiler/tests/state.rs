@@ -1,11 +1,10 @@
-//! `UiState`, evaluation, edits, presses and the streaming throttle
-//! (`language.md` §14, §15, §18).
+//! `UiState` across revisions of a block, listeners and the streaming throttle
+//! (`language.md` §14, §15, §18). Evaluation, edits, presses and actions are the
+//! `state_*` fixtures of `tests/data/eval/`.
 
 use std::sync::{Arc, Mutex};
 
-use ui_compiler::{
-    Applied, Block, CompileOptions, UiState, UiStream, compile_block, evaluate_block,
-};
+use ui_compiler::{Block, CompileOptions, UiState, UiStream, compile_block};
 use ui_core::{Code, FrozenClock, ManualClock, UiLimits, Value};
 
 static FROZEN: FrozenClock = FrozenClock(0.0);
@@ -33,155 +32,6 @@ $tags = ["x"]
 <Button action={@Set($n, 10)} disabled={$on}>Max</Button>
 <Button action={@Reset()}>Reset</Button>
 <Show when={$on}><Summary>{$n} on</Summary></Show>"#;
-
-#[test]
-fn set_checks_declaration_and_kind() {
-    let block = compile(CONTROLS, "b");
-    assert!(block.diagnostics.is_empty(), "{:?}", block.diagnostics);
-    let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    assert_eq!(state.snapshot(), 0);
-    state.set("$n", &json("7")).unwrap();
-    assert_eq!(state.values()["$n"], json("7"));
-    assert_eq!(state.snapshot(), 1);
-    assert_eq!(
-        state.set("$nope", &json("1")).unwrap_err().code,
-        Code::RefusedBinding
-    );
-    assert_eq!(
-        state.set("$n", &json("\"7\"")).unwrap_err().code,
-        Code::InvalidValue
-    );
-    // Element types of arrays are not checked, only the kind.
-    state.set("$tags", &json(r#"[1, {"y": 2}]"#)).unwrap();
-    assert_eq!(
-        state.set("$tags", &json(r#"{"0": 1}"#)).unwrap_err().code,
-        Code::InvalidValue
-    );
-    assert_eq!(
-        state
-            .set("$tags", &json(r#"[{"__proto__": 1}]"#))
-            .unwrap_err()
-            .code,
-        Code::RefusedAccess
-    );
-}
-
-#[test]
-fn bindings_write_only_values_the_control_allows() {
-    let block = compile(CONTROLS, "b");
-    let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    let slider = view
-        .nodes
-        .iter()
-        .find(|n| n.kind == "Slider")
-        .unwrap()
-        .clone();
-    assert_eq!(slider.bindings["value"].value, json("5"));
-    assert_eq!(
-        state.change(&slider, "value", &json("11")).unwrap(),
-        Applied::Ignored
-    );
-    assert_eq!(
-        state.change(&slider, "value", &json("10")).unwrap(),
-        Applied::Changed
-    );
-    assert_eq!(state.values()["$n"], json("10"));
-    let switch = view
-        .nodes
-        .iter()
-        .find(|n| n.kind == "Switch")
-        .unwrap()
-        .clone();
-    assert_eq!(
-        state.change(&switch, "value", &json("\"yes\"")).unwrap(),
-        Applied::Ignored
-    );
-    // A Segmented accepts any scalar, but the state refuses a change of kind.
-    let segmented = view
-        .nodes
-        .iter()
-        .find(|n| n.kind == "Segmented")
-        .unwrap()
-        .clone();
-    assert_eq!(
-        state
-            .change(&segmented, "value", &json("5"))
-            .unwrap_err()
-            .code,
-        Code::InvalidValue
-    );
-    assert_eq!(
-        state.change(&segmented, "value", &json("\"z\"")).unwrap(),
-        Applied::Changed
-    );
-}
-
-#[test]
-fn presses_run_actions_unless_disabled() {
-    let block = compile(CONTROLS, "b");
-    let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    let buttons: Vec<_> = view
-        .nodes
-        .iter()
-        .filter(|n| n.kind == "Button")
-        .cloned()
-        .collect();
-    assert_eq!(state.press(&buttons[0]), Applied::Changed);
-    assert_eq!(state.values()["$n"], json("10"));
-    state.set("$on", &json("true")).unwrap();
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    let max = view.nodes.iter().find(|n| n.kind == "Button").unwrap();
-    assert_eq!(max.props["disabled"], json("true"));
-    state.set("$n", &json("1")).unwrap();
-    assert_eq!(state.press(max), Applied::Ignored);
-    assert_eq!(state.values()["$n"], json("1"));
-    // Show resolved: its child is spliced in place.
-    let summary = view.nodes.last().unwrap();
-    assert_eq!(summary.kind, "Summary");
-    let reset = view
-        .nodes
-        .iter()
-        .filter(|n| n.kind == "Button")
-        .nth(1)
-        .unwrap();
-    assert_eq!(state.press(reset), Applied::Changed);
-    assert_eq!(state.values(), &block.defaults);
-}
-
-#[test]
-fn run_accepts_computed_values_and_checks_targets() {
-    let block = compile(CONTROLS, "b");
-    let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    let mut budget = ui_core::Budget::new(UiLimits::DEFAULT, &FROZEN);
-    let action = |text: &str, budget: &mut ui_core::Budget<'_>| {
-        ui_compiler::expr::parse_expression(text, budget).unwrap()
-    };
-    state.run(&action("@Set($n, $n + 1)", &mut budget)).unwrap();
-    assert_eq!(state.values()["$n"], json("6"));
-    state.run(&action("@Reset($n)", &mut budget)).unwrap();
-    assert_eq!(state.values()["$n"], json("5"));
-    let refused = |text: &str, state: &mut UiState, budget: &mut ui_core::Budget<'_>| {
-        state.run(&action(text, budget)).unwrap_err().code
-    };
-    assert_eq!(
-        refused("@Count($n)", &mut state, &mut budget),
-        Code::RefusedAction
-    );
-    assert_eq!(
-        refused("@Set($n)", &mut state, &mut budget),
-        Code::RefusedAction
-    );
-    assert_eq!(
-        refused("@Set($x, 1)", &mut state, &mut budget),
-        Code::RefusedBinding
-    );
-    assert_eq!(
-        refused("@Set($n, \"s\")", &mut state, &mut budget),
-        Code::InvalidValue
-    );
-}
 
 #[test]
 fn sync_keeps_edits_of_unchanged_defaults() {
@@ -213,7 +63,7 @@ impl ui_compiler::QuerySchemas for Sources {
 }
 
 #[test]
-fn readings_follow_the_query_definition() {
+fn changed_query_arguments_drop_the_reading() {
     let options = || CompileOptions {
         is_final: true,
         clock: Some(&FROZEN),
@@ -225,17 +75,9 @@ fn readings_follow_the_query_definition() {
         "b",
         &options(),
     );
+    // Readings with and without a reading: `tests/data/eval/*/state_*reading*.md`.
     let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    // Without a reading the expression fails refused_access.
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    assert_eq!(view.nodes[0].children[0].error, Some(Code::RefusedAccess));
     state.set_query("$t", &json("[{}, {}]"), &block).unwrap();
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    assert_eq!(view.nodes[0].children[0].props["text"], json("\"2\""));
-    assert_eq!(
-        state.set_query("$x", &json("1"), &block).unwrap_err().code,
-        Code::RefusedQuery
-    );
     // Changing the arguments drops the reading.
     let changed = compile_block(
         "$t = @Query(\"tickets\", {open: false})\n<Summary>{@Count($t)} open</Summary>",
@@ -262,33 +104,6 @@ fn listeners_see_every_revision() {
     state.unsubscribe(sub);
     state.set("$n", &json("2")).unwrap();
     assert_eq!(*seen.lock().unwrap(), [1, 2]);
-}
-
-#[test]
-fn each_ids_and_budget() {
-    let block = compile(
-        "$rows = [{n: \"a\"}, {n: \"b\"}]\n<Each items={$rows} as=\"row\"><Tag>{row.n}</Tag></Each>",
-        "b",
-    );
-    let state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
-    let view = evaluate_block(&block, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    let ids: Vec<&str> = view.nodes.iter().map(|n| n.id.as_str()).collect();
-    let tag = &block.nodes[0].children[0].id;
-    assert_eq!(ids, [format!("{tag}:0"), format!("{tag}:1")]);
-    assert_eq!(view.nodes[1].source_id, *tag);
-    assert_eq!(view.nodes[1].children[0].props["text"], json("\"b\""));
-    // 50 × 50 nested repetitions exceed the evaluation's nodes.
-    let nested = compile(
-        "$l = [0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9]\n<Each items={$l} as=\"a\"><Each items={$l} as=\"b\"><Tag>x</Tag></Each></Each>",
-        "b",
-    );
-    let state = UiState::new(&nested, UiLimits::DEFAULT).unwrap();
-    let view = evaluate_block(&nested, &state, UiLimits::DEFAULT, Some(&FROZEN)).unwrap();
-    assert!(
-        view.diagnostics
-            .iter()
-            .any(|d| d.code == Code::BudgetExceeded)
-    );
 }
 
 #[test]

@@ -27,9 +27,10 @@
 //!
 //! [`indexmap`] keeps records in insertion order, which every fallback text and query
 //! signature depends on; it is the map `serde_json`'s own `preserve_order` feature uses.
-//! Records hash with [`foldhash`]'s seeded fast hasher ([`RecordHasher`]): with the standard
-//! library's SipHash, hashing short prop names was a tenth of a block's compile time, and
-//! foldhash is the hasher `hashbrown` itself defaults to, well kept and dependency-free.
+//! Records hash with [`foldhash`]'s seeded fast hasher ([`RecordHasher`]): a block's compile
+//! hashes many short prop names, which a fast hasher does much cheaper than the standard
+//! library's SipHash (`benches/NOTES.md`), and foldhash is the hasher `hashbrown` itself
+//! defaults to, well kept and dependency-free.
 
 mod budget;
 pub mod catalog;

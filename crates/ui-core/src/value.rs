@@ -19,9 +19,10 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 pub type Record = IndexMap<String, Value, RecordHasher>;
 
 /// The hasher of [`Record`]: `foldhash`'s randomly seeded fast hasher. Records are small and
-/// their keys short; SipHash (the standard library's default) cost about a tenth of a block's
-/// compile time. Agent-written keys cannot flood a record either way: the budget bounds how
-/// many keys a block makes, and the seed is random per process.
+/// their keys short, and a block's compile hashes many of them, so the hasher's speed on
+/// short keys is what counts (`benches/NOTES.md` has the measurement). A flood-resistant
+/// hasher is not needed: the budget bounds how many keys a block makes, and the seed is
+/// random per process.
 pub type RecordHasher = foldhash::fast::RandomState;
 
 /// An empty [`Record`] with room for `capacity` entries.

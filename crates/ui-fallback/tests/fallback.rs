@@ -1,6 +1,7 @@
-//! Text fallbacks (`catalog.md` §7): the worked examples of §7.8 at block and reply level,
-//! the evaluated fallback of §7.6, the reply walk of §7.5 with invalid or overlapping
-//! ranges, and proptests that every truncated fallback (a node's source, 1,024 UTF-16
+//! Text fallbacks (`catalog.md` §7). The worked examples of §7.8 at block and reply level
+//! and the evaluated fallback of §7.6 are fixtures (ui-compiler's
+//! `tests/data/fallback/`, run by `tests/fixtures.rs`); here stay the reply walk of §7.5
+//! with invalid or overlapping ranges (blocks edited by hand) and proptests that every truncated fallback (a node's source, 1,024 UTF-16
 //! units; a block refused by the reply limits, 4,096; a block over its own budget, 65,536)
 //! stays within its cap, is a prefix of its source and only drops a character it could
 //! not keep whole.
@@ -8,8 +9,8 @@
 use proptest::prelude::*;
 use ui_compiler::{Block, CompileOptions, QuerySchemas, compile_block, compile_reply};
 use ui_core::text::{trim_js, utf16_len};
-use ui_core::{Code, FrozenClock, Record, UiLimits, Value};
-use ui_fallback::{fallback_text, query_fallback};
+use ui_core::{Code, FrozenClock, Value};
+use ui_fallback::fallback_text;
 
 static CLOCK: FrozenClock = FrozenClock(0.0);
 
@@ -37,137 +38,6 @@ fn compile(source: &str) -> Block {
 
 fn codes(block: &Block) -> Vec<Code> {
     block.diagnostics.iter().map(|d| d.code).collect()
-}
-
-fn record(json: &str) -> Record {
-    Value::from_json_str(json)
-        .unwrap()
-        .as_record()
-        .unwrap()
-        .clone()
-}
-
-fn reply_fallback(reply: &str) -> String {
-    fallback_text(reply, &compile_reply(reply, &options()))
-}
-
-#[test]
-fn worked_examples_of_7_8() {
-    let rows: [(&str, &str); 10] = [
-        (
-            r#"<Summary tone="warning">2 of 3 jobs passed</Summary><Stats><Stat label="Duration" value={93.5} unit="s"/></Stats>"#,
-            "2 of 3 jobs passed\nDuration: 93.5 s",
-        ),
-        (
-            r#"<Callout tone="danger" title="Blocked">Waiting on review</Callout><Tag>p1</Tag>"#,
-            "Blocked: Waiting on review\np1",
-        ),
-        (
-            r#"<EntityList><Entry label="Owner">Ops</Entry></EntityList><File path="deploy.yml" line={12}>Timeout</File>"#,
-            "Owner: Ops\ndeploy.yml Timeout",
-        ),
-        (
-            r#"<Table rows={[{id: 1, ok: true}]}><Column key="id"/></Table>"#,
-            r#"[{"id":1,"ok":true}]"#,
-        ),
-        (
-            r#"<Image attachment="img-4" alt="Login screen">Before the fix</Image>"#,
-            "[Image: Login screen]Before the fix",
-        ),
-        (
-            r#"<CodeBlock language="sh">make test</CodeBlock>"#,
-            "make test",
-        ),
-        (
-            "$pick = \"b\"\n<Segmented value={$pick}><Option value=\"a\">Fast</Option><Option value=\"b\">Safe</Option></Segmented>",
-            "Fast\nSafe",
-        ),
-        (
-            r#"<Choices><Choice context="Open a PR with the fix">Open PR</Choice><Choice>Not now</Choice></Choices>"#,
-            "Open PR\nOpen a PR with the fix\nNot now",
-        ),
-        (r#"<Entry label="Lost">x</Entry>"#, "x"),
-        ("<Gauge level={3}/>", "<Gauge level={3}/>"),
-    ];
-    for (source, fallback) in rows {
-        assert_eq!(compile(source).fallback, fallback, "{source}");
-    }
-    // The two rows that are not clean say why.
-    assert_eq!(
-        codes(&compile(r#"<Entry label="Lost">x</Entry>"#)),
-        [Code::InvalidParent]
-    );
-    assert_eq!(
-        codes(&compile("<Gauge level={3}/>")),
-        [Code::UnknownComponent]
-    );
-}
-
-#[test]
-fn reply_level_examples() {
-    assert_eq!(
-        reply_fallback("Intro\n```ui\n<Summary>Done</Summary>\n```\nOutro"),
-        "Intro\nDone\nOutro"
-    );
-    assert_eq!(
-        reply_fallback("Result:\n```ui\n<Summary>Green</Summary>\n```\nThanks."),
-        "Result:\nGreen\nThanks."
-    );
-    // No fence: the text as it is. An unclosed fence runs to the end.
-    assert_eq!(reply_fallback("Just prose."), "Just prose.");
-    assert_eq!(reply_fallback("Wait\n```ui\n<Summary>Half"), "Wait\nHalf\n");
-    // Offsets are UTF-16 units: astral text before a fence keeps every character.
-    assert_eq!(
-        reply_fallback("é😀\n```ui\n<Tag>x</Tag>\n```\n😀 end"),
-        "é😀\nx\n😀 end"
-    );
-}
-
-#[test]
-fn evaluated_fallback_of_7_6() {
-    let block = compile(
-        "$t = @Query(\"tickets\", {open: true})\n<Summary>{@Count($t)} open tickets</Summary>",
-    );
-    assert!(block.diagnostics.is_empty(), "{:?}", block.diagnostics);
-    assert_eq!(block.fallback, "open tickets");
-    let limits = UiLimits::DEFAULT;
-    assert_eq!(
-        query_fallback(&block, &record(r#"{"$t": [{}, {}]}"#), limits, &CLOCK).unwrap(),
-        "2 open tickets"
-    );
-    // Without a reading the failing text keeps its compile-time fallback.
-    assert_eq!(
-        query_fallback(&block, &Record::default(), limits, &CLOCK).unwrap(),
-        "open tickets"
-    );
-    assert_eq!(
-        query_fallback(&block, &record(r#"{"$x": []}"#), limits, &CLOCK)
-            .unwrap_err()
-            .code,
-        Code::RefusedQuery
-    );
-}
-
-#[test]
-fn evaluated_fallback_resolves_show_and_each() {
-    let block = compile(
-        "$on = false\n$rows = [1, 2]\n<Show when={$on}><Tag>hidden </Tag></Show>\
-         <Each items={$rows} as=\"i\"><Tag>#{i} </Tag></Each>\
-         <Slider value={3} min={0} max={9}/>",
-    );
-    assert!(block.diagnostics.is_empty(), "{:?}", block.diagnostics);
-    // Compile time: hidden children included, Each once without its local, the
-    // unlabeled Slider as its source text (Show and Each end their text with a line feed,
-    // a Tag does not).
-    assert_eq!(
-        block.fallback,
-        "hidden \n# \n<Slider value={3} min={0} max={9}/>"
-    );
-    // Evaluated: Show resolved, Each repeated, the Slider an empty line (then trimmed).
-    assert_eq!(
-        query_fallback(&block, &Record::default(), UiLimits::DEFAULT, &CLOCK).unwrap(),
-        "#1 #2"
-    );
 }
 
 /// A reply with two blocks and the fallback it normally gets.
@@ -203,18 +73,6 @@ fn overlapping_and_invalid_ranges_are_skipped() {
     );
     // No blocks: the text unchanged.
     assert_eq!(fallback_text::<Block>(TWO, &[]), TWO);
-}
-
-#[test]
-fn budget_failures_keep_the_source() {
-    // Nesting deeper than 32 fails the whole block; its fallback is the source.
-    let nested = format!("{}x{}", "<Summary>".repeat(33), "</Summary>".repeat(33));
-    let block = compile(&nested);
-    assert_eq!(codes(&block), [Code::BudgetExceeded]);
-    assert!(block.nodes.is_empty());
-    assert_eq!(block.fallback, nested);
-    // A blank block falls back to its source.
-    assert_eq!(compile("  \n ").fallback, "  \n ");
 }
 
 // ---- properties: caps hold and characters stay whole ----

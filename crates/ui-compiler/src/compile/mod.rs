@@ -16,14 +16,12 @@ use crate::block::{Block, Node, Query, TEXT_TYPE};
 use crate::expr::{Expr, evaluate, evaluate_owned};
 use crate::fallback::node_fallback_with;
 use crate::speedups::Paths;
-use crate::syntax::{
-    Decl, DeclValue, DiagSink, OpenAt, OpenTag, SynKind, SynNode, SynProp, Syntax, parse,
-};
+use crate::syntax::{Decl, DeclValue, DiagSink, SynKind, SynNode, SynProp, Syntax, parse};
 
 mod resume;
 
-pub(crate) use resume::Previous;
-use resume::resume;
+pub(crate) use resume::{Checkpoint, Previous};
+use resume::{Point, Reuse, Segment, resume};
 
 /// What a host tells the compiler about its query sources: whether a source is registered
 /// and whether it accepts a block's evaluated arguments.
@@ -99,7 +97,14 @@ pub fn compile_block(source: &str, block_id: &str, options: &CompileOptions<'_>)
         }
     };
     let id = block_id.to_owned();
-    compile_block_with(source, id, options, options.is_final, clock, None, false).0
+    let job = BlockJob {
+        id,
+        complete: options.is_final,
+        clock,
+        previous: None,
+        keep: false,
+    };
+    compile_block_with(source, options, job).0
 }
 
 /// The steps, iterations and nodes a budget has used.
@@ -129,79 +134,28 @@ impl Charges {
     }
 }
 
-/// A stretch of compile work that a resumed compile replays instead of doing again: what
-/// it charged and every diagnostic it pushed (none was dropped by the cap). What it built is
-/// taken from the previous block.
-#[derive(Debug, Default)]
-struct Segment {
-    charges: Charges,
-    diagnostics: Vec<Diagnostic>,
+/// Empties `block` after a whole-block failure (§12.3) but for one diagnostic over the
+/// whole source (`len16` UTF-16 units): `budget_exceeded` and `refused_access` as they
+/// are, anything else escaping the guards as an internal error (`invalid_syntax`). The
+/// caller sets the fallback.
+fn fail_whole_block(block: &mut Block, failure: Failure, source: &str, len16: u32) {
+    let failure = if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess {
+        failure
+    } else {
+        Failure::new(Code::InvalidSyntax, failure.message)
+    };
+    block.defaults = Record::default();
+    block.queries = IndexMap::new();
+    block.nodes = Vec::new();
+    block.diagnostics = vec![
+        Diagnostic::new(failure, TextRange::new(0, len16))
+            .with_bytes(TextRange::new(0, source.len() as u32)),
+    ];
 }
 
-/// A tag open at a checkpoint: how to restore its parse, the compile of its finished
-/// children, and, when it was still incomplete, the compile of the tag itself (§12.2 steps
-/// 1–4: everything before its children), with the values of its expressions that its
-/// fallback reads. The tag's own diagnostics carry its range, whose end moves with the
-/// source: they are replayed with the new end.
-#[derive(Debug)]
-struct OpenLevel {
-    tag: OpenTag,
-    children: Segment,
-    own: Option<(Segment, Props)>,
-}
-
-/// What a compile of a block leaves so that the next compile of a source extending it can
-/// skip the work both share (see [`compile_block_with`]).
-///
-/// It is taken at the parser's last [`Mark`](crate::syntax::Mark). The source up to and
-/// including that byte fixes the parse up to it: the declarations, the diagnostics, the
-/// charges, the tags open there and every finished node before it; `final` plays no part
-/// in it (it only matters at the end of the input). The compile of a finished node depends
-/// on nothing else but its effective parent and depth (fixed by the open tags), the defaults
-/// (compiled again from the same declarations), the block id (compared with the previous
-/// block's), the limits and `latest_attachment` (recorded here); not on `final` either. So
-/// the checkpoint of a preview also serves the compile of the fence once it closes, and the
-/// final call.
-#[derive(Debug)]
-pub(crate) struct Checkpoint {
-    limits: UiLimits,
-    reply_limits: ReplyLimits,
-    latest_attachment: Option<String>,
-    /// The mark's byte offset and budget counters.
-    at: usize,
-    parse: Charges,
-    /// The diagnostics the parser had kept before the mark.
-    parse_diagnostics: Vec<Diagnostic>,
-    /// The parsed declarations (all before the mark).
-    decls: Vec<Decl>,
-    /// How many top-level nodes lie before the mark, and their compile.
-    top: usize,
-    top_segment: Segment,
-    /// The tags open at the mark, outermost first. The outermost is top-level node `top`,
-    /// each next one the child after the finished children of the one before.
-    open: Vec<OpenLevel>,
-}
-
-impl Checkpoint {
-    /// Whether a compile of `source` under `block_id` and `options` may resume from this
-    /// checkpoint, taken by the compile of `previous_source` into the block `previous_id`.
-    fn applies(
-        &self,
-        source: &str,
-        previous_source: &str,
-        previous_id: &str,
-        block_id: &str,
-        options: &CompileOptions<'_>,
-    ) -> bool {
-        let at = self.at;
-        previous_id == block_id
-            && self.limits == options.limits
-            && self.reply_limits == options.reply_limits
-            && self.latest_attachment == options.latest_attachment
-            && at < source.len()
-            && at < previous_source.len()
-            && source.as_bytes()[..=at] == previous_source.as_bytes()[..=at]
-    }
+/// The counters and the number of diagnostics of a compile now.
+fn point(budget: &Budget<'_>, diagnostics: &[Diagnostic]) -> Point {
+    (Charges::of(budget), diagnostics.len())
 }
 
 /// What [`compile_body`] did.
@@ -212,10 +166,25 @@ enum Outcome {
     Restart,
 }
 
-/// [`compile_block`] with the block's finality and clock given apart from `options` (whose
-/// own are ignored), resuming from `previous` when its checkpoint applies, and returning,
-/// with `keep`, the checkpoint this compile leaves (none after a whole-block failure, or
-/// when its diagnostics reached the cap before the checkpoint).
+/// One block for [`compile_block_with`], beside the caller's [`CompileOptions`].
+pub(crate) struct BlockJob<'p, 'c> {
+    /// The block id.
+    pub(crate) id: String,
+    /// Whether the block is complete, and the clock: these stand for the options' own
+    /// `is_final` and `clock`, which the compile does not read, because a reply decides
+    /// them per fence (a closed fence is complete in a preview) and one clock serves the
+    /// whole reply.
+    pub(crate) complete: bool,
+    pub(crate) clock: &'c dyn Clock,
+    /// An earlier compile of the same block to resume from, when its checkpoint applies.
+    pub(crate) previous: Option<Previous<'p>>,
+    /// Whether to return the checkpoint this compile leaves (none after a whole-block
+    /// failure, or when its diagnostics reached the cap before the checkpoint).
+    pub(crate) keep: bool,
+}
+
+/// [`compile_block`] for `job`: resuming from `job.previous` when its checkpoint applies,
+/// and returning, with `job.keep`, the checkpoint this compile leaves.
 ///
 /// The result equals `compile_block(source, &block_id, options)` exactly (with that
 /// finality and clock). A resumed compile restores the parse at the checkpoint (counters,
@@ -231,13 +200,16 @@ enum Outcome {
 /// fails exactly where and how a fresh compile fails.
 pub(crate) fn compile_block_with(
     source: &str,
-    block_id: String,
     options: &CompileOptions<'_>,
-    is_final: bool,
-    clock: &dyn Clock,
-    previous: Option<Previous<'_>>,
-    keep: bool,
+    job: BlockJob<'_, '_>,
 ) -> (Block, Option<Box<Checkpoint>>) {
+    let BlockJob {
+        id: block_id,
+        complete: is_final,
+        clock,
+        previous,
+        keep,
+    } = job;
     let previous = previous.filter(|p| {
         let checkpoint = &p.checkpoint;
         checkpoint.applies(source, p.source, &p.block.id, &block_id, options)
@@ -279,23 +251,17 @@ pub(crate) fn compile_block_with(
     match body {
         Ok(Outcome::Done(left)) => checkpoint = left,
         Ok(Outcome::Restart) => {
-            return compile_block_with(source, block_id, options, is_final, clock, None, keep);
+            let afresh = BlockJob {
+                id: block_id,
+                complete: is_final,
+                clock,
+                previous: None,
+                keep,
+            };
+            return compile_block_with(source, options, afresh);
         }
         Err(failure) => {
-            let failure =
-                if failure.code == Code::BudgetExceeded || failure.code == Code::RefusedAccess {
-                    failure
-                } else {
-                    // Anything else escaping the guards is an internal error (§12.3).
-                    Failure::new(Code::InvalidSyntax, failure.message)
-                };
-            block.defaults = Record::default();
-            block.queries = IndexMap::new();
-            block.nodes = Vec::new();
-            block.diagnostics = vec![
-                Diagnostic::new(failure, TextRange::new(0, len16))
-                    .with_bytes(TextRange::new(0, source.len() as u32)),
-            ];
+            fail_whole_block(&mut block, failure, source, len16);
             block.fallback = full_fallback();
         }
     }
@@ -304,37 +270,6 @@ pub(crate) fn compile_block_with(
     }
     block.id = block_id;
     (block, checkpoint)
-}
-
-/// The counters and the number of diagnostics at some point of a compile.
-type Point = (Charges, usize);
-
-/// The segment between two points, if both were seen and no diagnostic of it was dropped
-/// by the cap.
-fn segment(
-    from: Option<Point>,
-    to: Option<Point>,
-    diagnostics: &[Diagnostic],
-    cap: usize,
-) -> Option<Segment> {
-    let ((from, start), (to, end)) = (from?, to?);
-    (end < cap).then(|| Segment {
-        charges: to.since(from),
-        diagnostics: diagnostics[start..end].to_vec(),
-    })
-}
-
-/// How the compile of a tag open at the parser's mark is being recorded for this compile's
-/// checkpoint: the points where the tag's compile starts (`entry`), where its children
-/// start (`from`) and where its children after the mark start (`to`); and, for an
-/// incomplete tag, the values of its expressions.
-#[derive(Debug, Default)]
-struct Recording {
-    entry: Option<Point>,
-    from: Option<Point>,
-    to: Option<Point>,
-    incomplete: bool,
-    evaluated: Option<Props>,
 }
 
 /// Steps of §12 after the initial block (whose `complete` is the compile's `final`): parse
@@ -376,25 +311,16 @@ fn compile_body(
         sink,
         block,
         query_names: Vec::new(),
-        restored: Vec::new(),
-        restart: false,
-        mark: mark.as_ref().map_or(&[], |m| &m.open),
-        recording: Vec::new(),
+        reuse: Reuse::new(mark),
     };
-    c.recording.resize_with(
-        mark.as_ref().map_or(0, |m| m.open.len()),
-        Recording::default,
-    );
     c.declarations(len16)?;
-    let top_from = Some(c.snapshot());
-    let mut top_to = None;
+    let start = c.snapshot();
+    c.reuse.top_starts(start);
     let mut nodes = Vec::new();
-    let mut reused_top = 0;
     if let Some((reused, segment, restored)) = resumed {
-        c.restored = restored;
-        reused_top = reused.len();
+        c.reuse.take_over(restored, reused.len());
         if let Err(f) = c.replay(&segment, None) {
-            return if c.restart {
+            return if c.reuse.must_restart() {
                 Ok(Outcome::Restart)
             } else {
                 Err(f)
@@ -405,67 +331,24 @@ fn compile_body(
     // Amortised: a resumed compile's vector is the previous one's, which grows a little at
     // every compile.
     nodes.reserve(syntax.top.len());
-    let top_mark = mark.as_ref().map(|m| m.top);
     for (i, &idx) in syntax.top.iter().enumerate() {
-        if top_mark == Some(i) {
-            top_to = Some(c.snapshot());
-        }
+        c.reuse
+            .top_reaches(i, || point(c.budget, &c.block.diagnostics));
         match c.node(idx, 0, None) {
             Ok(node) => nodes.push(node),
-            Err(_) if c.restart => return Ok(Outcome::Restart),
+            Err(_) if c.reuse.must_restart() => return Ok(Outcome::Restart),
             Err(f) => return Err(f),
         }
     }
-    if top_mark == Some(syntax.top.len()) {
-        top_to = Some(c.snapshot());
-    }
+    let end = syntax.top.len();
+    c.reuse
+        .top_reaches(end, || point(c.budget, &c.block.diagnostics));
     c.block.fallback = trimmed(fallbacks(&nodes).into_owned());
     c.block.nodes = nodes;
-    let recording = std::mem::take(&mut c.recording);
-    drop(c);
+    let reuse = c.reuse;
     syntax.props = props;
-    let Some(mark) = mark else {
-        return Ok(Outcome::Done(None));
-    };
-    // Every segment must be whole.
-    let diagnostics = &block.diagnostics;
-    let cap = sink.cap;
-    let Some(top_segment) = segment(top_from, top_to, diagnostics, cap) else {
-        return Ok(Outcome::Done(None));
-    };
-    let mut open = Vec::with_capacity(mark.open.len());
-    for (&at, r) in mark.open.iter().zip(recording) {
-        let Some(children) = segment(r.from, r.to, diagnostics, cap) else {
-            return Ok(Outcome::Done(None));
-        };
-        let own = match (r.incomplete, r.evaluated) {
-            (true, Some(evaluated)) => match segment(r.entry, r.from, diagnostics, cap) {
-                Some(own) => Some((own, evaluated)),
-                None => return Ok(Outcome::Done(None)),
-            },
-            _ => None,
-        };
-        let Some(tag) = OpenTag::take(&mut syntax, at) else {
-            return Ok(Outcome::Done(None));
-        };
-        open.push(OpenLevel { tag, children, own });
-    }
-    Ok(Outcome::Done(Some(Box::new(Checkpoint {
-        limits: options.limits,
-        reply_limits: options.reply_limits,
-        latest_attachment: options.latest_attachment.clone(),
-        at: mark.at,
-        parse: Charges {
-            steps: mark.steps,
-            iterations: mark.iterations,
-            nodes: mark.nodes,
-        },
-        parse_diagnostics: diagnostics[..mark.diagnostics].to_vec(),
-        decls,
-        top: reused_top + mark.top,
-        top_segment,
-        open,
-    }))))
+    let checkpoint = reuse.checkpoint(&mut syntax, &block.diagnostics, sink.cap, options, decls);
+    Ok(Outcome::Done(checkpoint))
 }
 
 /// The effective parent of a node (Show and Each hand theirs down): its tag name and
@@ -474,17 +357,6 @@ fn compile_body(
 struct Parent<'a> {
     name: &'a str,
     component: Option<&'static Component>,
-}
-
-/// What a resumed compile takes over for a tag open at the checkpoint.
-struct Restored {
-    /// The tag's node in the previous block, without children.
-    node: Node,
-    /// The compile of the tag itself, if it was incomplete, and its expressions' values.
-    own: Option<(Segment, Props)>,
-    /// Its finished children and their compile.
-    finished: Vec<Node>,
-    children: Segment,
 }
 
 struct Compiler<'a, 'o, 'b, 'c> {
@@ -499,15 +371,9 @@ struct Compiler<'a, 'o, 'b, 'c> {
     sink: &'a DiagSink<'a>,
     block: &'b mut Block,
     query_names: Vec<String>,
-    /// For each tag restored by a resumed parse (arena indices from 0): what the previous
-    /// compile left of it.
-    restored: Vec<Option<Restored>>,
-    /// Set when a replayed segment did not fit the limits: the compile must start over.
-    restart: bool,
-    /// The tags open at the parser's mark, and the recording of each one's finished
-    /// children for this compile's checkpoint.
-    mark: &'a [OpenAt],
-    recording: Vec<Recording>,
+    /// What this compile takes over from an earlier one and records for the next one
+    /// (`resume.rs`).
+    reuse: Reuse,
 }
 
 /// The concatenated fallbacks of `nodes`.
@@ -546,36 +412,16 @@ fn is_budget(f: &Failure) -> bool {
 
 impl<'a> Compiler<'a, '_, '_, '_> {
     /// The counters and the number of diagnostics now.
-    fn snapshot(&self) -> (Charges, usize) {
-        (Charges::of(self.budget), self.block.diagnostics.len())
+    fn snapshot(&self) -> Point {
+        point(self.budget, &self.block.diagnostics)
     }
 
-    /// Replays a segment: charges it as one lump and pushes its diagnostics under the cap,
-    /// with the range of `node` when given (the diagnostics of an open tag's own compile).
-    /// When the lump does not fit, sets `restart` and fails.
+    /// Replays a segment of the previous compile (see [`Reuse::replay`]).
     fn replay(&mut self, segment: &Segment, node: Option<&Node>) -> Result<(), Failure> {
-        let Charges {
-            steps,
-            iterations,
-            nodes,
-        } = segment.charges;
-        if !self.budget.replay(steps, iterations, nodes)? {
-            self.restart = true;
-            return Err(failure(Code::BudgetExceeded, "The compile starts over."));
-        }
-        for d in &segment.diagnostics {
-            if self.block.diagnostics.len() >= self.sink.cap {
-                break;
-            }
-            let mut d = d.clone();
-            if let Some(node) = node {
-                debug_assert_eq!(d.range.start, node.start);
-                d.range = TextRange::new(node.start, node.end);
-                d.bytes = Some(node.bytes);
-            }
-            self.block.diagnostics.push(d);
-        }
-        Ok(())
+        let cap = self.sink.cap;
+        let diagnostics = &mut self.block.diagnostics;
+        self.reuse
+            .replay(self.budget, diagnostics, cap, segment, node)
     }
 
     fn declaration_diag(&mut self, f: Failure, len16: u32) {
@@ -698,18 +544,14 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         parent: Option<Parent<'a>>,
     ) -> Result<Node, Failure> {
         // A tag open at the parser's mark: record its compile for this compile's checkpoint.
-        let level = self.mark.iter().position(|open| open.idx == idx);
-        if let Some(l) = level {
-            self.recording[l].entry = Some(self.snapshot());
-        }
+        let level = self
+            .reuse
+            .tag_starts(idx, || point(self.budget, &self.block.diagnostics));
         let syn = &self.syntax.nodes[idx];
         let map = self.sink.map;
         // A tag restored from the previous compile's checkpoint (always empty in a fresh
         // compile): while incomplete, its own compile is replayed.
-        let mut restored = match self.restored.get_mut(idx) {
-            Some(r) => r.take(),
-            None => None,
-        };
+        let mut restored = self.reuse.take_restored(idx);
         let replayed = !syn.complete && matches!(&restored, Some(r) if r.own.is_some());
         if !replayed {
             self.budget.depth(depth)?;
@@ -755,51 +597,72 @@ impl<'a> Compiler<'a, '_, '_, '_> {
             _ => Some(Parent { name, component }),
         };
         if let Some(l) = level {
-            self.recording[l].from = Some(self.snapshot());
-            self.recording[l].incomplete = !syn.complete;
+            let point = self.snapshot();
+            self.reuse.children_start(l, !syn.complete, point);
         }
         if let Some(r) = restored {
             self.replay(&r.children, None)?;
             node.children = r.finished;
         }
+        self.children(&mut node, syn, level, depth, child_parent)?;
+        node.fallback = self.fallback(&node, name, &evaluated, syn);
+        if let Some(l) = level
+            && !syn.complete
+        {
+            self.reuse.incomplete_tag(l, evaluated);
+        }
+        Ok(node)
+    }
+
+    /// Compiles the children of `syn` after those `node` already holds (reused from the
+    /// previous compile), recording where they reach the mark when `syn` is the open tag at
+    /// `level`.
+    fn children(
+        &mut self,
+        node: &mut Node,
+        syn: &'a SynNode<'a>,
+        level: Option<usize>,
+        depth: u64,
+        parent: Option<Parent<'a>>,
+    ) -> Result<(), Failure> {
         match node.children.is_empty() {
             true => node.children.reserve_exact(syn.children.len()),
             // Reused children: the previous vector, which grows a little at every compile.
             false => node.children.reserve(syn.children.len()),
         }
-        let stop = level.map(|l| (l, self.mark[l].children));
         for (i, &child) in syn.children.iter().enumerate() {
-            if let Some((l, at)) = stop
-                && at == i
-            {
-                self.recording[l].to = Some(self.snapshot());
+            if let Some(l) = level {
+                let diagnostics = &self.block.diagnostics;
+                self.reuse
+                    .child_reaches(l, i, || point(self.budget, diagnostics));
             }
-            let compiled = self.node(child, depth + 1, child_parent)?;
+            let compiled = self.node(child, depth + 1, parent)?;
             node.children.push(compiled);
         }
-        if let Some((l, at)) = stop
-            && at == syn.children.len()
-        {
-            self.recording[l].to = Some(self.snapshot());
+        if let Some(l) = level {
+            let end = syn.children.len();
+            let diagnostics = &self.block.diagnostics;
+            self.reuse
+                .child_reaches(l, end, || point(self.budget, diagnostics));
         }
+        Ok(())
+    }
+
+    /// The fallback of the tag `name` (§7.2) from its props, the values of its expressions
+    /// in the defaults and its children's fallbacks; when blank, its source text, cut.
+    fn fallback(&self, node: &Node, name: &str, evaluated: &Props, syn: &SynNode<'_>) -> String {
         let props = &node.props;
-        let mut fallback = node_fallback_with(
+        let fallback = node_fallback_with(
             name,
             |key| props.get(key).or_else(|| evaluated.get(key)),
             fallbacks(&node.children),
         );
-        if is_blank(&fallback) {
-            let raw = &self.source[syn.start..syn.end];
-            let cap = self.options.reply_limits.node_source_fallback() as usize;
-            fallback = truncate_utf16(raw, cap).to_owned();
+        if !is_blank(&fallback) {
+            return fallback;
         }
-        node.fallback = fallback;
-        if let Some(l) = level
-            && !syn.complete
-        {
-            self.recording[l].evaluated = Some(evaluated);
-        }
-        Ok(node)
+        let raw = &self.source[syn.start..syn.end];
+        let cap = self.options.reply_limits.node_source_fallback() as usize;
+        truncate_utf16(raw, cap).to_owned()
     }
 
     /// §12.2 steps 2–4 for `syn` into `node` (whose depth is charged) and `evaluated`:
@@ -884,33 +747,48 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 format!("`{}` is not a component of the catalog.", node.kind),
             ));
         };
+        check_placement(component, parent)?;
+        let (mut accepted, required) = self.read_props(node, component, props, at_mark)?;
         let name = component.name();
-        if let Some(required) = component.parent()
-            && parent.map(|p| p.name) != Some(required)
+        if name == "Image"
+            && node.props.get("generated").and_then(Value::as_str) == Some("latest")
+            && let Some(latest) = &self.options.latest_attachment
+        {
+            node.props.shift_remove("generated");
+            node.props
+                .insert("attachment", Value::from(latest.as_str()));
+            accepted = false;
+        }
+        if let Some(action) = component.action()
+            && node.complete
+            && !node.expressions.contains_key(action)
         {
             return Err(failure(
-                Code::InvalidParent,
-                format!("`{name}` must stand inside `{required}`."),
+                Code::InvalidProps,
+                format!("`{name}` needs an `{action}`."),
             ));
         }
-        if let Some(parent_component) = parent.and_then(|p| p.component)
-            && let Some(allowed) = parent_component.children()
-            && !allowed.contains(&name)
-            && !component.is_pass_through()
-        {
-            return Err(failure(
-                Code::InvalidChild,
-                format!("`{}` cannot hold `{name}`.", parent_component.name()),
-            ));
-        }
+        self.check_props(node, component, evaluated, accepted, required)
+    }
+
+    /// Sorts the props `props` of the tag into `node`: the action, constant props (folded),
+    /// expressions and bindings; a prop the component lacks is dropped with a diagnostic.
+    /// Answers whether every constant prop has its spec's shape, and how many of them are
+    /// required: with no expressions, the schema check then needs no second walk.
+    fn read_props(
+        &mut self,
+        node: &mut Node,
+        component: &'static Component,
+        props: Range<usize>,
+        at_mark: bool,
+    ) -> Result<(bool, usize), Failure> {
+        let name = component.name();
         let empty = Record::default();
         // (Empty until now, so made at its size rather than grown.)
         node.props = Props::with_capacity(props.len());
         // Only the props of the tags open at the parser's mark are read again (they go into
         // the checkpoint); the others are moved rather than copied.
         let moved = !at_mark;
-        // Whether every constant prop so far has its spec's shape, and how many of them are
-        // required: with no expressions, the schema check then needs no second walk.
         let mut accepted = true;
         let mut required = 0;
         for i in props {
@@ -956,24 +834,20 @@ impl<'a> Compiler<'a, '_, '_, '_> {
                 self.node_diag(node, f);
             }
         }
-        if name == "Image"
-            && node.props.get("generated").and_then(Value::as_str) == Some("latest")
-            && let Some(latest) = &self.options.latest_attachment
-        {
-            node.props.shift_remove("generated");
-            node.props
-                .insert("attachment", Value::from(latest.as_str()));
-            accepted = false;
-        }
-        if let Some(action) = component.action()
-            && node.complete
-            && !node.expressions.contains_key(action)
-        {
-            return Err(failure(
-                Code::InvalidProps,
-                format!("`{name}` needs an `{action}`."),
-            ));
-        }
+        Ok((accepted, required))
+    }
+
+    /// Evaluates the node's expressions (but its action) in the defaults into `evaluated`
+    /// and, when they all resolve on a complete node, checks the props against the
+    /// component's schema (`accepted` and `required` as [`Compiler::read_props`] answers).
+    fn check_props(
+        &mut self,
+        node: &Node,
+        component: &'static Component,
+        evaluated: &mut Props,
+        accepted: bool,
+        required: usize,
+    ) -> Result<(), Failure> {
         let mut resolved = true;
         for (prop, expr) in node.expressions.as_slice() {
             if component.action() == Some(prop) {
@@ -1015,6 +889,31 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         }
         Ok(())
     }
+}
+
+/// The placement rules of §12.2: the parent a component requires, and the children its
+/// effective parent allows.
+fn check_placement(component: &Component, parent: Option<Parent<'_>>) -> Result<(), Failure> {
+    let name = component.name();
+    if let Some(required) = component.parent()
+        && parent.map(|p| p.name) != Some(required)
+    {
+        return Err(failure(
+            Code::InvalidParent,
+            format!("`{name}` must stand inside `{required}`."),
+        ));
+    }
+    if let Some(parent_component) = parent.and_then(|p| p.component)
+        && let Some(allowed) = parent_component.children()
+        && !allowed.contains(&name)
+        && !component.is_pass_through()
+    {
+        return Err(failure(
+            Code::InvalidChild,
+            format!("`{}` cannot hold `{name}`.", parent_component.name()),
+        ));
+    }
+    Ok(())
 }
 
 fn validate(component: &Component, props: &Props) -> Result<(), Failure> {
@@ -1104,16 +1003,14 @@ mod tests {
             block,
             checkpoint,
         });
-        let id = "b".to_owned();
-        let (block, checkpoint) = compile_block_with(
-            source,
-            id,
-            options,
-            options.is_final,
-            &CLOCK,
+        let job = BlockJob {
+            id: "b".to_owned(),
+            complete: options.is_final,
+            clock: &CLOCK,
             previous,
-            true,
-        );
+            keep: true,
+        };
+        let (block, checkpoint) = compile_block_with(source, options, job);
         assert_eq!(block, compile_block(source, "b", options), "{source:?}");
         (block, checkpoint)
     }

@@ -388,15 +388,8 @@ fn call(
     match name {
         "Count" => {
             arity(1, 1)?;
-            match eval(&args[0], scope, budget, d)? {
-                Value::String(s) => {
-                    let units = utf16_len(&s);
-                    budget.string_units(units as u64)?;
-                    Ok(count(units))
-                }
-                Value::Array(items) => Ok(count(items.len())),
-                _ => Err(invalid_value("Expected a list.")),
-            }
+            let value = eval(&args[0], scope, budget, d)?;
+            count_of(&value, budget)
         }
         "Filter" => {
             arity(3, 3)?;
@@ -419,26 +412,7 @@ fn call(
                 Some(key) => eval(key, scope, budget, d)?,
                 None => Value::Null,
             };
-            // The field name and its `safeKey` check do not depend on the item: made once,
-            // a failure of theirs is still reported at the first item, as `own_value` does.
-            let field = (!key.is_null()).then(|| -> Result<Cow<'_, str>, Failure> {
-                let name = field_name(&key)?;
-                safe_key(&name)?;
-                Ok(name)
-            });
-            let mut total = 0.0;
-            for item in items.iter() {
-                budget.iteration(1)?;
-                total += match &field {
-                    None => numeric(item)?,
-                    Some(Ok(name)) => numeric(own_field(item, name)?.as_ref())?,
-                    Some(Err(failure)) => return Err(failure.clone()),
-                };
-                if !total.is_finite() {
-                    return Err(invalid_value("The sum must be finite."));
-                }
-            }
-            finite(total, "The sum must be finite.")
+            sum(&items, &key, budget)
         }
         "Join" => {
             arity(1, 2)?;
@@ -447,27 +421,7 @@ fn call(
                 Some(sep) => Cow::Owned(scalar_text(&eval(sep, scope, budget, d)?)?),
                 None => Cow::Borrowed(", "),
             };
-            let separator_units = utf16_len(&separator) as u64;
-            let mut result = String::new();
-            let mut units: u64 = 0;
-            for (i, item) in items.iter().enumerate() {
-                budget.iteration(1)?;
-                let text = match item {
-                    Value::String(s) => Cow::Borrowed(&**s),
-                    other => Cow::Owned(scalar_text(other)?),
-                };
-                if i > 0 {
-                    units += separator_units;
-                }
-                units += utf16_len(&text) as u64;
-                // The result so far is charged after every item: quadratic on purpose.
-                budget.string_units(units)?;
-                if i > 0 {
-                    result.push_str(&separator);
-                }
-                result.push_str(&text);
-            }
-            Ok(Value::from(result))
+            join(&items, &separator, budget)
         }
         "Round" => {
             arity(1, 2)?;
@@ -476,16 +430,7 @@ fn call(
                 Some(digits) => numeric(&eval(digits, scope, budget, d)?)?,
                 None => 0.0,
             };
-            if digits.fract() != 0.0 || !(0.0..=f64::from(MAX_ROUND_DIGITS)).contains(&digits) {
-                return Err(invalid_value(
-                    "Precision must be an integer from zero to six.",
-                ));
-            }
-            let factor = POWERS_OF_TEN.get(digits as usize).copied().unwrap_or(1.0);
-            finite(
-                js_round(value * factor) / factor,
-                "The rounded value must be finite.",
-            )
+            round(value, digits)
         }
         "Query" => Err(Failure::new(
             Code::QueryOnly,
@@ -500,6 +445,86 @@ fn call(
             format!("Unknown helper @{name}."),
         )),
     }
+}
+
+/// `@Count(value)`: the UTF-16 length of a string (charged as its units) or the length of
+/// a list.
+fn count_of(value: &Value, budget: &mut Budget<'_>) -> Result<Value, Failure> {
+    match value {
+        Value::String(s) => {
+            let units = utf16_len(s);
+            budget.string_units(units as u64)?;
+            Ok(count(units))
+        }
+        Value::Array(items) => Ok(count(items.len())),
+        _ => Err(invalid_value("Expected a list.")),
+    }
+}
+
+/// `@Round(value, digits)`: JavaScript's `Math.round` at `digits` decimals (an integer from
+/// zero to six).
+fn round(value: f64, digits: f64) -> Result<Value, Failure> {
+    if digits.fract() != 0.0 || !(0.0..=f64::from(MAX_ROUND_DIGITS)).contains(&digits) {
+        return Err(invalid_value(
+            "Precision must be an integer from zero to six.",
+        ));
+    }
+    let factor = POWERS_OF_TEN.get(digits as usize).copied().unwrap_or(1.0);
+    finite(
+        js_round(value * factor) / factor,
+        "The rounded value must be finite.",
+    )
+}
+
+/// `@Sum`'s loop over the evaluated `items`, adding each item or, when `key` is not null,
+/// each item's own field `key`; one iteration per item.
+fn sum(items: &[Value], key: &Value, budget: &mut Budget<'_>) -> Result<Value, Failure> {
+    // The field name and its `safeKey` check do not depend on the item: made once, a
+    // failure of theirs is still reported at the first item, as `own_value` does.
+    let field = (!key.is_null()).then(|| -> Result<Cow<'_, str>, Failure> {
+        let name = field_name(key)?;
+        safe_key(&name)?;
+        Ok(name)
+    });
+    let mut total = 0.0;
+    for item in items {
+        budget.iteration(1)?;
+        total += match &field {
+            None => numeric(item)?,
+            Some(Ok(name)) => numeric(own_field(item, name)?.as_ref())?,
+            Some(Err(failure)) => return Err(failure.clone()),
+        };
+        if !total.is_finite() {
+            return Err(invalid_value("The sum must be finite."));
+        }
+    }
+    finite(total, "The sum must be finite.")
+}
+
+/// `@Join`'s loop over the evaluated `items`: their texts with `separator` between them,
+/// one iteration per item, and the result so far charged after every item.
+fn join(items: &[Value], separator: &str, budget: &mut Budget<'_>) -> Result<Value, Failure> {
+    let separator_units = utf16_len(separator) as u64;
+    let mut result = String::new();
+    let mut units: u64 = 0;
+    for (i, item) in items.iter().enumerate() {
+        budget.iteration(1)?;
+        let text = match item {
+            Value::String(s) => Cow::Borrowed(&**s),
+            other => Cow::Owned(scalar_text(other)?),
+        };
+        if i > 0 {
+            units += separator_units;
+        }
+        units += utf16_len(&text) as u64;
+        // Quadratic on purpose: the cost model charges the result so far (§19.2).
+        budget.string_units(units)?;
+        if i > 0 {
+            result.push_str(separator);
+        }
+        result.push_str(&text);
+    }
+    Ok(Value::from(result))
 }
 
 /// `@Filter`'s loop: for each item, 1 iteration, then the predicate in `scope` extended

@@ -271,39 +271,53 @@ impl<'a> Predicate<'a> {
                 unary(*op, &value).ok().map(Cow::Owned)
             }
             Kind::Binary { op, left, right } => {
-                let left = left.operand(item, steps, string_length)?;
-                match op {
-                    BinaryOp::And if !left.is_truthy() => return Some(left),
-                    BinaryOp::Or if left.is_truthy() => return Some(left),
-                    BinaryOp::And | BinaryOp::Or => {
-                        return right.operand(item, steps, string_length);
-                    }
-                    _ => {}
-                }
-                let right = right.operand(item, steps, string_length)?;
-                // The usual comparison, without `operate`'s dispatch.
-                match op {
-                    BinaryOp::Eq | BinaryOp::StrictEq => {
-                        return Some(Cow::Owned(Value::Bool(left.identical(&right))));
-                    }
-                    BinaryOp::Ne | BinaryOp::StrictNe => {
-                        return Some(Cow::Owned(Value::Bool(!left.identical(&right))));
-                    }
-                    _ => {}
-                }
-                operate(*op, &left, &right, |units| {
-                    // `string(result)`: the steps, then the length check.
-                    *steps += units;
-                    if units > string_length {
-                        Err(invalid_value(""))
-                    } else {
-                        Ok(())
-                    }
-                })
-                .ok()
-                .map(Cow::Owned)
+                Self::binary(*op, left, right, item, steps, string_length)
             }
         }
+    }
+
+    /// [`Predicate::run`] of a binary node: `&&` and `||` return an operand, equality
+    /// compares identity, the rest is the general operator.
+    #[inline(always)]
+    fn binary<'v>(
+        op: BinaryOp,
+        left: &'v Predicate<'a>,
+        right: &'v Predicate<'a>,
+        item: &'v Value,
+        steps: &mut u64,
+        string_length: u64,
+    ) -> Option<Cow<'v, Value>> {
+        let left = left.operand(item, steps, string_length)?;
+        match op {
+            BinaryOp::And if !left.is_truthy() => return Some(left),
+            BinaryOp::Or if left.is_truthy() => return Some(left),
+            BinaryOp::And | BinaryOp::Or => {
+                return right.operand(item, steps, string_length);
+            }
+            _ => {}
+        }
+        let right = right.operand(item, steps, string_length)?;
+        // The usual comparison, without `operate`'s dispatch.
+        match op {
+            BinaryOp::Eq | BinaryOp::StrictEq => {
+                return Some(Cow::Owned(Value::Bool(left.identical(&right))));
+            }
+            BinaryOp::Ne | BinaryOp::StrictNe => {
+                return Some(Cow::Owned(Value::Bool(!left.identical(&right))));
+            }
+            _ => {}
+        }
+        operate(op, &left, &right, |units| {
+            // `string(result)`: the steps, then the length check.
+            *steps += units;
+            if units > string_length {
+                Err(invalid_value(""))
+            } else {
+                Ok(())
+            }
+        })
+        .ok()
+        .map(Cow::Owned)
     }
 }
 

@@ -151,9 +151,9 @@ fn hash_record<H: Hasher>(record: &Record, state: &mut H) {
 
 #[cfg(test)]
 mod tests {
-    //! The typed keys against the string keys they replaced: the old encoders are kept here
-    //! as the reference, and every pair of generated values must be equal under both or
-    //! under neither (equal typed keys also hash alike).
+    //! The typed keys against a reference model, canonical text encodings of the same
+    //! payloads: every pair of generated values must be equal under both or under neither
+    //! (equal typed keys also hash alike).
 
     use std::collections::hash_map::DefaultHasher;
 
@@ -161,7 +161,7 @@ mod tests {
 
     use super::*;
 
-    /// The old canonical text: records' keys sorted, each after its length; scalars as
+    /// The reference canonical text: records' keys sorted, each after its length; scalars as
     /// JavaScript JSON.
     fn canonical(value: &Value, out: &mut String) {
         match value {
@@ -198,7 +198,7 @@ mod tests {
         out.push_str(part);
     }
 
-    /// The old cache key (`'k'`) or identity (`'i'`) of a payload.
+    /// The reference cache key (`'k'`) or identity (`'i'`) of a payload.
     fn old_key(tag: char, p: &QueryPayload, args: Option<&Record>) -> String {
         let mut k = String::from(tag);
         for part in [&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query] {
@@ -210,7 +210,7 @@ mod tests {
         k
     }
 
-    /// The old share key, with the access text in place of its SHA-256.
+    /// The reference share key, with the access text in place of its SHA-256.
     fn old_share(source: &str, args: &Record, access: &Value) -> String {
         let mut k = String::new();
         push_part(&mut k, source);

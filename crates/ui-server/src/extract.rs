@@ -37,31 +37,61 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(is_json);
-        if !json {
-            return Err(ApiError::new(
-                ErrorCode::UnsupportedMediaType,
-                "Send the body as `Content-Type: application/json`.",
-            ));
-        }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else if crate::server::is_body_timeout(&rejection) {
-                ApiError::new(
-                    ErrorCode::RequestTimeout,
-                    "The body did not arrive in time.",
-                )
-            } else {
-                ApiError::bad_request(format!("The body could not be read: {rejection}."))
-            }
-        })?;
+        let bytes = json_bytes(req, state).await?;
         decode(&bytes).map(JsonBody)
     }
+}
+
+/// A JSON request body of type `T` that may be an object or an array: only for the one
+/// route whose wire shape allows a list (`POST /ui/changes`, `sync.md` §4.5). Refuses
+/// what [`JsonBody`] refuses otherwise.
+#[derive(Debug, Clone)]
+pub(crate) struct JsonObjectOrList<T>(pub(crate) T);
+
+impl<T, S> FromRequest<S> for JsonObjectOrList<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = json_bytes(req, state).await?;
+        if !matches!(first_byte(&bytes), Some(b'{' | b'[')) {
+            return Err(ApiError::bad_request(
+                "The body must be a JSON object or array.",
+            ));
+        }
+        parse(&bytes).map(JsonObjectOrList)
+    }
+}
+
+/// The bytes of a JSON request body: refuses a wrong content type, an oversize body and a
+/// body that does not arrive in time.
+async fn json_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_json);
+    if !json {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "Send the body as `Content-Type: application/json`.",
+        ));
+    }
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else if crate::server::is_body_timeout(&rejection) {
+            ApiError::new(
+                ErrorCode::RequestTimeout,
+                "The body did not arrive in time.",
+            )
+        } else {
+            ApiError::bad_request(format!("The body could not be read: {rejection}."))
+        }
+    })
 }
 
 /// `payload-too-large` for a body over [`MAX_BODY_BYTES`].
@@ -75,9 +105,18 @@ pub(crate) fn too_large() -> ApiError {
 /// Parses JSON `bytes` as a `T`; any failure is `bad-request` naming what is wrong. Every
 /// body of the API is a JSON object (serde would also read a struct from an array).
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    if first_byte(bytes) != Some(b'{') {
         return Err(ApiError::bad_request("The body must be a JSON object."));
     }
+    parse(bytes)
+}
+
+/// The first byte of `bytes` that is not JSON whitespace.
+fn first_byte(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("The body is not valid: {e}.")))
 }

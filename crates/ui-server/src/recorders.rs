@@ -159,18 +159,14 @@ struct AudienceItem {
     id: String,
 }
 
-/// The body: one change, or `{"changes": [...]}` (every body of the API is a JSON object,
-/// so the list of `sync.md` §4.5 comes in a field).
+/// The body (`sync.md` §4.5): one change, or an array of up to [`MAX_CHANGES`] of them.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum ChangesBody {
     /// One change.
     One(ChangeItem),
     /// Up to [`MAX_CHANGES`].
-    Many {
-        /// The changes.
-        changes: Vec<ChangeItem>,
-    },
+    Many(Vec<ChangeItem>),
 }
 
 /// Why a body was refused.
@@ -186,7 +182,7 @@ pub(crate) enum Refused {
 pub(crate) fn drafts(recorder: &Recorder, body: ChangesBody) -> Result<Vec<ChangeDraft>, Refused> {
     let items = match body {
         ChangesBody::One(item) => vec![item],
-        ChangesBody::Many { changes } => changes,
+        ChangesBody::Many(changes) => changes,
     };
     if items.is_empty() || items.len() > MAX_CHANGES {
         return Err(Refused::Invalid(format!("send 1 to {MAX_CHANGES} changes")));
@@ -284,7 +280,7 @@ mod tests {
         assert!(r.admit(t0 + 25));
         assert!(!r.admit(t0 + 25));
         let body: ChangesBody = serde_json::from_str(
-            r#"{"changes": [{"source": "ci.runs", "audience": {"kind": "project", "id": "web"}, "key": "branch:main"}]}"#,
+            r#"[{"source": "ci.runs", "audience": {"kind": "project", "id": "web"}, "key": "branch:main"}]"#,
         )
         .unwrap();
         let d = drafts(&r, body).unwrap();
@@ -300,12 +296,7 @@ mod tests {
         .unwrap();
         assert!(matches!(drafts(&r, global), Err(Refused::Invalid(_))));
         assert!(matches!(
-            drafts(
-                &r,
-                ChangesBody::Many {
-                    changes: Vec::new()
-                }
-            ),
+            drafts(&r, ChangesBody::Many(Vec::new())),
             Err(Refused::Invalid(_))
         ));
     }

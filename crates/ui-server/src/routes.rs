@@ -788,7 +788,9 @@ async fn write_rows(
 async fn record_changes(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
-    JsonBody(body): JsonBody<crate::recorders::ChangesBody>,
+    crate::extract::JsonObjectOrList(body): crate::extract::JsonObjectOrList<
+        crate::recorders::ChangesBody,
+    >,
 ) -> Result<Response, ApiError> {
     let token = headers
         .get(header::AUTHORIZATION)

@@ -61,7 +61,7 @@ async fn a_recorder_records_and_nobody_else_can() {
     }
 
     // A list of changes, the whole source of another project.
-    let many = json!({"changes": [change, {"source": "ci.runs", "audience": {"kind": "project", "id": "ops"}}]});
+    let many = json!([change, {"source": "ci.runs", "audience": {"kind": "project", "id": "ops"}}]);
     let a = record(&app, Some(TOKEN), None, many).await;
     assert_eq!(a.status, StatusCode::OK, "{a:?}");
 
@@ -87,8 +87,17 @@ async fn a_recorder_records_and_nobody_else_can() {
         record(&app, Some(TOKEN), None, global).await.code(),
         "bad-request"
     );
-    let empty = record(&app, Some(TOKEN), None, json!({"changes": []})).await;
+    let empty = record(&app, Some(TOKEN), None, json!([])).await;
     assert_eq!(empty.code(), "bad-request");
+    // The body is a change or an array of them (`sync.md` §4.5), nothing else.
+    for wrong in [
+        json!("ci.runs"),
+        json!(7),
+        json!({"changes": [change.clone()]}),
+    ] {
+        let a = record(&app, Some(TOKEN), None, wrong).await;
+        assert_eq!(a.code(), "bad-request", "{a:?}");
+    }
 
     // 50 requests a second per recorder.
     let refused = json!({"source": "other.source", "audience": {"kind": "project", "id": "web"}});

@@ -24,9 +24,10 @@ use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
 use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
+use crate::metrics::Metrics;
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
-use crate::state::AppState;
+use crate::state::{AppState, Readiness};
 use crate::store::{Chat, ChatDetail, record_all, write_scope};
 use crate::view::{ViewPayload, evaluate};
 
@@ -135,6 +136,7 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/app.js", |m| on(m, crate::page::js)),
     route(Get, "/healthz", |m| on(m, healthz)),
     route(Get, "/readyz", |m| on(m, readyz)),
+    route(Get, "/metrics", |m| on(m, metrics)),
 ];
 
 /// The router of the whole API: every entry of [`ROUTES`] (the demo's only with
@@ -162,7 +164,9 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("The server failed while answering.").into_response()
         }))
-        .layer(RequestLogLayer)
+        .layer(RequestLayer {
+            metrics: state.metrics().cloned(),
+        })
         .with_state(state)
 }
 
@@ -174,24 +178,53 @@ pub(crate) const REQUEST_LOG: &str = "ui_server::request";
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LoggedUser(pub(crate) Arc<OnceLock<String>>);
 
-/// The request log: one line per request with its method, route (the pattern, never the
-/// query string), status, latency in ms and principal id (`-` when none); `error` level for
-/// a 5xx answer, `info` otherwise. A hand-written layer rather than `from_fn`, so that with
-/// the log off a request costs one check and no allocation.
-#[derive(Debug, Clone, Copy)]
-struct RequestLogLayer;
+/// The request log and the request metrics, measured once for both: the method, the
+/// route (the pattern, never the raw path or the query string; `unmatched` when no route
+/// matched), the status and the latency to the answer's head.
+///
+/// - The log: one line per request with those and the principal id (`-` when none);
+///   `error` level for a 5xx answer, `info` otherwise.
+/// - The metrics (`metrics.enabled`): `uiblocks_http_requests_total` and
+///   `uiblocks_http_request_duration_seconds`; the request's future is polled with the
+///   server's recorder in scope (see [`crate::metrics`]).
+///
+/// A hand-written layer rather than `from_fn`, so that with the log and the metrics off a
+/// request costs one check and no allocation.
+#[derive(Debug, Clone)]
+struct RequestLayer {
+    metrics: Option<Arc<Metrics>>,
+}
 
-impl<S> tower::Layer<S> for RequestLogLayer {
+impl<S> tower::Layer<S> for RequestLayer {
     type Service = RequestLog<S>;
 
     fn layer(&self, inner: S) -> RequestLog<S> {
-        RequestLog(inner)
+        RequestLog {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
-/// The service of [`RequestLogLayer`].
+/// The service of [`RequestLayer`].
 #[derive(Debug, Clone)]
-struct RequestLog<S>(S);
+struct RequestLog<S> {
+    inner: S,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// The route label of a matched pattern: the `'static` pattern of [`ROUTES`] when it is
+/// one (no allocation), the pattern as matched otherwise (the router nested in a host's),
+/// `unmatched` without one.
+fn route_label(route: Option<&MatchedPath>) -> metrics::SharedString {
+    match route {
+        None => metrics::SharedString::const_str("unmatched"),
+        Some(m) => match ROUTES.iter().find(|r| r.path == m.as_str()) {
+            Some(r) => metrics::SharedString::const_str(r.path),
+            None => metrics::SharedString::from(m.as_str().to_owned()),
+        },
+    }
+}
 
 type Logged = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
@@ -208,30 +241,50 @@ where
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: Request) -> Self::Future {
         use futures_util::future::Either;
-        if !tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR) {
-            return Either::Left(self.0.call(req));
+        let log = tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR);
+        if !log && self.metrics.is_none() {
+            return Either::Left(self.inner.call(req));
         }
         let started = std::time::Instant::now();
         let method = req.method().clone();
         let route = req.extensions().get::<MatchedPath>().cloned();
         let user = LoggedUser::default();
-        req.extensions_mut().insert(user.clone());
-        let answer = self.0.call(req);
+        if log {
+            req.extensions_mut().insert(user.clone());
+        }
+        let answer = self.inner.call(req);
+        let metrics = self.metrics.clone();
         Either::Right(Box::pin(async move {
-            let response = answer.await?;
+            let response = match &metrics {
+                Some(m) => {
+                    let scoped = crate::metrics::Scoped {
+                        inner: Box::pin(answer),
+                        metrics: Arc::clone(m),
+                    };
+                    scoped.await?
+                }
+                None => answer.await?,
+            };
             let status = response.status().as_u16();
-            let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
-            let route = route.as_ref().map_or("-", MatchedPath::as_str);
-            let user = user.0.get().map_or("-", String::as_str);
-            if status >= 500 {
-                tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
-            } else {
-                tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            let took = started.elapsed();
+            if let Some(m) = &metrics {
+                let method = crate::metrics::method_label(&method);
+                m.request(method, route_label(route.as_ref()), status, took);
+            }
+            if log {
+                let latency_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
+                let route = route.as_ref().map_or("-", MatchedPath::as_str);
+                let user = user.0.get().map_or("-", String::as_str);
+                if status >= 500 {
+                    tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+                } else {
+                    tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+                }
             }
             Ok(response)
         }))
@@ -786,18 +839,38 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: `200 ready` when the database answers a query within 2 s and the change
-/// log is not degraded (its writes succeed); `503` with the reason otherwise.
-async fn readyz(State(state): State<AppState>) -> (axum::http::StatusCode, &'static str) {
-    use axum::http::StatusCode;
-    let probe = tokio::time::timeout(std::time::Duration::from_secs(2), state.ping_database());
-    match probe.await {
-        Ok(Ok(())) if !state.sync().degraded() => (StatusCode::OK, "ready\n"),
-        Ok(Ok(())) => (StatusCode::SERVICE_UNAVAILABLE, "change log degraded\n"),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness: the database failed");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
-        }
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database timed out\n"),
+/// `GET /readyz`: `200 ready` when the database answers within 2 s, the change log's
+/// writes succeed and its tailer follows it ([`AppState::readiness`]); otherwise `503
+/// unavailable` with the stable reason (`database-unreachable`, `database-timed-out`,
+/// `change-log-degraded`, `change-log-not-tailing`).
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.readiness().await {
+        Readiness::Ready => "ready\n".into_response(),
+        not => ApiError::new(ErrorCode::Unavailable, "The instance is not ready.")
+            .with_reason(not.as_str())
+            .into_response(),
     }
+}
+
+/// `GET /metrics`: the Prometheus text of this server's recorder (see [`crate::metrics`]).
+/// `404 not-found` with `metrics.enabled = false`; with `metrics.token` set, `401
+/// unauthenticated` unless `Authorization: Bearer <token>`.
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let Some(recorder) = state.metrics() else {
+        return not_found().await.into_response();
+    };
+    if let Some(token) = state.metrics_token()
+        && !crate::metrics::bearer_matches(&headers, token)
+    {
+        return ApiError::unauthenticated().into_response();
+    }
+    let text = recorder.render(&state.metrics_snapshot());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }

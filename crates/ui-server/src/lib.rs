@@ -139,6 +139,7 @@ mod demo;
 mod error;
 mod extract;
 mod feed;
+mod gate;
 pub mod limits;
 mod metrics;
 mod page;

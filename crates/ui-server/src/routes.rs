@@ -1,5 +1,8 @@
-//! The router and its handlers. Handlers stay thin: extract, check the caller, call the
-//! store, the replies or the host service, answer JSON.
+//! The router and its handlers. Handlers stay thin: their extractors check the caller
+//! ([`crate::gate::Owned`], [`crate::gate::Attached`]), they call the store, the replies or
+//! the host service and answer JSON; a route's [`Writes`] mounts the
+//! [`crate::gate::record_writes`] layer that records their change events and answers
+//! `X-UI-Sync-Seq`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, OnceLock};
@@ -19,16 +22,16 @@ use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
 use ui_sync::Cursor;
 
 use crate::auth::{DemoAuth, Principal};
-use crate::cache::CachedChat;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
+use crate::gate::{Attached, Owned, Writes, record_writes};
 use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
 use crate::metrics::Metrics;
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
 use crate::state::{AppState, Readiness};
-use crate::store::{Chat, ChatDetail, record_all, write_scope};
+use crate::store::{Chat, ChatDetail, record_all};
 use crate::view::{ViewPayload, evaluate};
 
 /// An HTTP method of a [`Route`].
@@ -70,6 +73,9 @@ pub struct Route {
     pub path: &'static str,
     /// Served only with `ServerConfig::demo`.
     pub demo_only: bool,
+    /// How its writes reach the change feed (the [`record_writes`] layer), if it writes
+    /// through the store.
+    writes: Option<Writes>,
     handler: fn(MethodFilter) -> MethodRouter<AppState>,
 }
 
@@ -82,6 +88,23 @@ const fn route(
         method,
         path,
         demo_only: false,
+        writes: None,
+        handler,
+    }
+}
+
+/// A route whose store writes are recorded by the [`record_writes`] layer.
+const fn write_route(
+    method: RouteMethod,
+    path: &'static str,
+    writes: Writes,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        demo_only: false,
+        writes: Some(writes),
         handler,
     }
 }
@@ -95,6 +118,7 @@ const fn demo_route(
         method,
         path,
         demo_only: true,
+        writes: None,
         handler,
     }
 }
@@ -111,19 +135,29 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/api/me", |m| on(m, me)),
     route(Get, "/api/session", |m| on(m, session)),
     route(Get, "/api/chats", |m| on(m, list_chats)),
-    route(Post, "/api/chats", |m| on(m, create_chat)),
+    write_route(Post, "/api/chats", Writes::Wait, |m| on(m, create_chat)),
     route(Get, "/api/chats/{chat}", |m| on(m, read_chat)),
-    route(Post, "/api/chats/{chat}/messages", |m| on(m, post_message)),
-    route(Post, "/api/chats/{chat}/items", |m| on(m, new_reply)),
-    route(Post, "/api/chats/{chat}/items/{item}/delta", |m| {
-        on(m, delta)
+    write_route(Post, "/api/chats/{chat}/messages", Writes::Wait, |m| {
+        on(m, post_message)
     }),
-    route(Post, "/api/chats/{chat}/items/{item}/finish", |m| {
-        on(m, finish)
+    write_route(Post, "/api/chats/{chat}/items", Writes::Wait, |m| {
+        on(m, new_reply)
     }),
+    write_route(
+        Post,
+        "/api/chats/{chat}/items/{item}/delta",
+        Writes::NoWait,
+        |m| on(m, delta),
+    ),
+    write_route(
+        Post,
+        "/api/chats/{chat}/items/{item}/finish",
+        Writes::Wait,
+        |m| on(m, finish),
+    ),
     route(Post, "/ui/query", |m| on(m, ui_query)),
     route(Post, "/ui/link", |m| on(m, ui_link)),
-    route(Post, "/ui/choice", |m| on(m, ui_choice)),
+    write_route(Post, "/ui/choice", Writes::Always, |m| on(m, ui_choice)),
     route(Post, "/ui/view", |m| on(m, ui_view)),
     route(Get, "/ui/events", |m| on(m, feed::events)),
     route(Get, "/ui/poll", |m| on(m, feed::poll)),
@@ -146,7 +180,14 @@ pub fn router(state: AppState) -> Router {
     let demo = state.demo().is_some();
     let mut routes = Router::new();
     for r in ROUTES.iter().filter(|r| demo || !r.demo_only) {
-        routes = routes.route(r.path, (r.handler)(r.method.filter()));
+        let mut handler = (r.handler)(r.method.filter());
+        if let Some(writes) = r.writes {
+            handler = handler.layer(middleware::from_fn_with_state(
+                (state.clone(), writes),
+                record_writes,
+            ));
+        }
+        routes = routes.route(r.path, handler);
     }
     routes
         .fallback(not_found)
@@ -337,7 +378,8 @@ async fn check_origin(State(state): State<AppState>, req: Request, next: Next) -
     next.run(req).await
 }
 
-/// A JSON answer with `status`, and `X-UI-Sync-Seq` when the request recorded events.
+/// A JSON answer with `status`, and `X-UI-Sync-Seq` when the request recorded events
+/// itself (the routes of the [`record_writes`] layer get it from the layer).
 fn json<T: Serialize>(status: StatusCode, body: &T, seq: Option<Cursor>) -> Response {
     let text = match serde_json::to_string(body) {
         Ok(text) => text,
@@ -354,30 +396,6 @@ fn json<T: Serialize>(status: StatusCode, body: &T, seq: Option<Cursor>) -> Resp
 
 fn ok<T: Serialize>(body: &T) -> Response {
     json(StatusCode::OK, body, None)
-}
-
-/// The chat, when `principal` owns it: `chat-not-found` otherwise (never tells which).
-async fn owned(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<Arc<CachedChat>, ApiError> {
-    match state.store().chat(chat_id).await? {
-        Some(chat) if chat.row.owner == principal.user_id => Ok(chat),
-        _ => Err(ApiError::chat_not_found()),
-    }
-}
-
-/// The wire gate of `ui.*` (`host.md` §6.0): only the chat's owner is attached to it;
-/// anyone else (and an unknown chat) gets `refused-query`.
-async fn attached(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<Arc<CachedChat>, ApiError> {
-    owned(state, principal, chat_id)
-        .await
-        .map_err(|_| ApiError::unattached())
 }
 
 // ---- session ----
@@ -459,7 +477,6 @@ pub struct ChatList {
 async fn create_chat(
     State(state): State<AppState>,
     principal: Principal,
-    WriteSource(rs): WriteSource,
     JsonBody(body): JsonBody<NewChatBody>,
 ) -> Result<Response, ApiError> {
     let title = body.title.unwrap_or_default();
@@ -482,16 +499,11 @@ async fn create_chat(
             .cloned()
             .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
     };
-    let (chat, drafts) = write_scope(
-        rs,
-        state
-            .store()
-            .create_chat(&principal.user_id, &project, &title),
-    )
-    .await;
-    let chat = chat?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &chat, seq))
+    let chat = state
+        .store()
+        .create_chat(&principal.user_id, &project, &title)
+        .await?;
+    Ok(json(StatusCode::CREATED, &chat, None))
 }
 
 async fn list_chats(
@@ -515,27 +527,48 @@ pub struct ChatPageQuery {
     pub limit: Option<usize>,
 }
 
+/// [`ChatPageQuery`] with `limit` checked against `ChatLimits::page_items` (and defaulted
+/// to it): `bad-request` otherwise.
+struct PageQuery {
+    before: Option<String>,
+    limit: usize,
+}
+
+impl axum::extract::FromRequestParts<AppState> for PageQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let QueryParams(page) =
+            QueryParams::<ChatPageQuery>::from_request_parts(parts, state).await?;
+        let max = state.chat_limits().page_items;
+        let limit = page.limit.unwrap_or(max);
+        if limit == 0 || limit > max {
+            return Err(ApiError::bad_request(format!("`limit` must be 1 to {max}")));
+        }
+        Ok(PageQuery {
+            before: page.before,
+            limit,
+        })
+    }
+}
+
 async fn read_chat(
     State(state): State<AppState>,
-    principal: Principal,
-    Params(chat_id): Params<String>,
-    QueryParams(page): QueryParams<ChatPageQuery>,
+    owned: Owned<PageQuery>,
 ) -> Result<Response, ApiError> {
-    let max = state.chat_limits().page_items;
-    let limit = page.limit.unwrap_or(max);
-    if limit == 0 || limit > max {
-        return Err(ApiError::bad_request(format!("`limit` must be 1 to {max}")));
-    }
-    let chat = owned(&state, &principal, &chat_id).await?;
-    let page = state
+    let page = &owned.inner;
+    let items = state
         .store()
-        .items_page(&chat_id, page.before.as_deref(), limit)
+        .items_page(owned.chat_id(), page.before.as_deref(), page.limit)
         .await?
         .ok_or_else(|| ApiError::bad_request("`before` is not an item of this chat"))?;
     Ok(ok(&ChatDetail {
-        chat: chat.row.chat.clone(),
-        items: page.items,
-        more: page.more,
+        chat: owned.chat.row.chat.clone(),
+        items: items.items,
+        more: items.more,
     }))
 }
 
@@ -549,16 +582,11 @@ pub struct MessageBody {
 
 async fn post_message(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params(chat_id): Params<String>,
-    JsonBody(body): JsonBody<MessageBody>,
+    owned: Owned<JsonBody<MessageBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let (item, drafts) = write_scope(rs, state.post_message(&chat_id, &body.text)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &item, seq))
+    let JsonBody(body) = &owned.inner;
+    let item = state.post_message(owned.chat_id(), &body.text).await?;
+    Ok(json(StatusCode::CREATED, &item, None))
 }
 
 /// `POST /api/chats/{chat}/items`: a new streaming assistant reply.
@@ -572,16 +600,11 @@ pub struct NewReplyBody {
 
 async fn new_reply(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params(chat_id): Params<String>,
-    JsonBody(body): JsonBody<NewReplyBody>,
+    owned: Owned<JsonBody<NewReplyBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let (item, drafts) = write_scope(rs, state.start_reply(&chat_id, &body.text)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &item, seq))
+    let JsonBody(body) = &owned.inner;
+    let item = state.start_reply(owned.chat_id(), &body.text).await?;
+    Ok(json(StatusCode::CREATED, &item, None))
 }
 
 /// `POST /api/chats/{chat}/items/{item}/delta`: text to append.
@@ -592,23 +615,16 @@ pub struct DeltaBody {
     pub text: String,
 }
 
+/// Deltas come fast: their events are recorded without waiting for a seq
+/// ([`Writes::NoWait`]).
 async fn delta(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params((chat_id, item_id)): Params<(String, String)>,
-    JsonBody(body): JsonBody<DeltaBody>,
+    owned: Owned<JsonBody<DeltaBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    // Deltas come fast: their events are recorded without waiting for a seq.
-    let (progress, drafts) =
-        write_scope(rs, state.append_delta(&chat_id, &item_id, &body.text)).await;
-    let progress = progress?;
-    for draft in drafts {
-        if let Err(e) = state.sync().record(draft) {
-            tracing::warn!(chat_id, item_id, error = %e, "a reply's change could not be recorded");
-        }
-    }
+    let JsonBody(body) = &owned.inner;
+    let progress = state
+        .append_delta(owned.chat_id(), owned.item_id(), &body.text)
+        .await?;
     Ok(ok(&progress))
 }
 
@@ -626,67 +642,39 @@ pub struct FinishBody {
 
 async fn finish(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params((chat_id, item_id)): Params<(String, String)>,
-    JsonBody(body): JsonBody<FinishBody>,
+    owned: Owned<JsonBody<FinishBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let wait = body.wait.unwrap_or(true);
-    let (item, drafts) =
-        write_scope(rs, state.finish_reply(&chat_id, &item_id, body.text, wait)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::OK, &item, seq))
+    let wait = owned.inner.0.wait.unwrap_or(true);
+    let text = owned.inner.0.text.clone();
+    let item = state
+        .finish_reply(owned.chat_id(), owned.item_id(), text, wait)
+        .await?;
+    Ok(ok(&item))
 }
 
 // ---- ui.* ----
 
-fn shape(result: Result<(), String>) -> Result<(), ApiError> {
-    result.map_err(ApiError::bad_request)
+async fn ui_query(State(state): State<AppState>, Attached(p): Attached<QueryPayload>) -> Response {
+    ok(&state.queries().query(&p).await)
 }
 
-async fn ui_query(
-    State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<QueryPayload>,
-) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    Ok(ok(&state.queries().query(&p).await))
+async fn ui_link(State(state): State<AppState>, Attached(p): Attached<LinkPayload>) -> Response {
+    ok(&state.queries().link(&p).await)
 }
 
-async fn ui_link(
-    State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<LinkPayload>,
-) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    Ok(ok(&state.queries().link(&p).await))
-}
-
+/// A choice's events are recorded even when it is refused ([`Writes::Always`]).
 async fn ui_choice(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    JsonBody(p): JsonBody<ChoicePayload>,
+    Attached(p): Attached<ChoicePayload>,
 ) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    let (answer, drafts) = write_scope(rs, state.queries().choose(&p)).await;
-    let seq = record_all(state.sync(), drafts).await;
-    let answer = answer?;
-    Ok(json(StatusCode::OK, &answer.sent, seq))
+    let answer = state.queries().choose(&p).await?;
+    Ok(ok(&answer.sent))
 }
 
 async fn ui_view(
     State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<ViewPayload>,
+    Attached(p): Attached<ViewPayload>,
 ) -> Result<Response, ApiError> {
-    p.validate(&state.limits().host)?;
-    attached(&state, &principal, &p.chat_id).await?;
     let stale = || ApiError::new(ErrorCode::StaleUiBlock, "The block changed or is gone.");
     let block = state
         .store()

@@ -367,3 +367,52 @@ pub(crate) fn bearer_matches(headers: &axum::http::HeaderMap, token: &Secret) ->
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| token.matches(t.trim().as_bytes()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_folded_between_scrapes_are_all_counted() {
+        let metrics = Metrics::new();
+        let n = UPKEEP_SAMPLES * 2 + 7;
+        for i in 0..n {
+            metrics.delivery_lag(Duration::from_millis(i % 3));
+        }
+        let text = metrics.render(&Snapshot::default());
+        assert!(
+            text.contains(&format!("uiblocks_sync_delivery_lag_seconds_count {n}")),
+            "{text}"
+        );
+        assert!(text.contains("uiblocks_sync_delivery_lag_seconds_bucket{le=\"0.001\"}"));
+        // A second recorder starts from nothing.
+        let other = Metrics::new().render(&Snapshot::default());
+        assert!(
+            !other.contains("uiblocks_sync_delivery_lag_seconds_count"),
+            "{other}"
+        );
+    }
+
+    #[test]
+    fn a_bearer_token_must_match_exactly() {
+        let token = Secret::new("scraper-token-0123456789");
+        let headers = |v: &str| {
+            let mut h = axum::http::HeaderMap::new();
+            h.insert(axum::http::header::AUTHORIZATION, v.parse().unwrap());
+            h
+        };
+        assert!(bearer_matches(
+            &headers("Bearer scraper-token-0123456789"),
+            &token
+        ));
+        assert!(!bearer_matches(
+            &headers("Bearer scraper-token-012345678"),
+            &token
+        ));
+        assert!(!bearer_matches(
+            &headers("scraper-token-0123456789"),
+            &token
+        ));
+        assert!(!bearer_matches(&axum::http::HeaderMap::new(), &token));
+    }
+}

@@ -772,6 +772,9 @@ pub struct RowsWritten {
     pub cursor: Option<String>,
 }
 
+/// Records its events itself rather than through the [`Writes`] layer: with the change
+/// log in the server's database they were appended in the rows' own transaction (the
+/// outbox), and the body reports the cursor the header carries.
 async fn write_rows(
     State(state): State<AppState>,
     principal: Principal,

@@ -11,6 +11,7 @@ use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 use crate::limits::{
     self, MAX_CHAT_ITEMS, MAX_CHAT_PAGE_BYTES, MAX_CHAT_PAGE_ITEMS, MAX_ITEM_TEXT_BYTES,
 };
+use crate::metrics::MetricsConfig;
 use crate::signin::AuthConfig;
 
 /// How large a chat may grow and how much of it one read answers. Build it with
@@ -116,6 +117,9 @@ pub struct ServerConfig {
     /// Who may sign in: see [`AuthConfig`]. Default [`AuthConfig::Auto`] (the demo's
     /// sessions with `demo`, nobody otherwise).
     pub auth: AuthConfig,
+    /// Whether the server records metrics and who may read `GET /metrics`: see
+    /// [`MetricsConfig`]. Default: on, readable by anyone who reaches the port.
+    pub metrics: MetricsConfig,
 }
 
 /// A secret setting (a JWT key, a shared secret, a token): compared in constant time, and
@@ -175,6 +179,7 @@ impl ServerConfig {
             drain_timeout: limits::DRAIN_TIMEOUT,
             secure_cookies: false,
             auth: AuthConfig::Auto,
+            metrics: MetricsConfig::default(),
         }
     }
 }

@@ -138,6 +138,19 @@ impl Db {
             .map_err(|e| DbError(format!("a database task failed: {e}")))?
     }
 
+    /// Opens a fresh read-only connection and reads the schema: whether the file can be
+    /// opened and read now (a pooled connection would still read a removed file).
+    pub(crate) async fn ping(&self) -> DbResult<()> {
+        let path = Arc::clone(&self.path);
+        tokio::task::spawn_blocking(move || {
+            let conn = open_reader(&path)?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| DbError(format!("a database task failed: {e}")))?
+    }
+
     /// Runs `f` on a read-only connection of the store's own pool.
     pub(crate) async fn read<R, F>(&self, f: F) -> DbResult<R>
     where

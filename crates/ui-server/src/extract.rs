@@ -213,14 +213,16 @@ impl<S: Send + Sync> FromRequestParts<S> for WriteSource {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(WriteSource(
-            parts
-                .headers
-                .get(REQUEST_SOURCE_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(RequestSource::parse),
-        ))
+        Ok(WriteSource(request_source(&parts.headers)))
     }
+}
+
+/// The validated `X-UI-Request-Source` of `headers` (an invalid value counts as absent).
+pub(crate) fn request_source(headers: &axum::http::HeaderMap) -> Option<RequestSource> {
+    headers
+        .get(REQUEST_SOURCE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(RequestSource::parse)
 }
 
 #[cfg(test)]

@@ -348,8 +348,33 @@ impl Connection {
                 Step::Frames(frames) => frames,
                 Step::Batch(batch) => self.take_batch(&batch).await,
             };
+            record_delivery_lag(&state, &frames);
             if !send(&tx, frames).await {
                 return;
+            }
+        }
+    }
+}
+
+/// Records the delivery lag of every event of live `frames` (catch-up reads after a
+/// connect or a hub lag are not live and are not counted): from the writer's wall clock
+/// when the change was recorded (`at`, stamped by the change feed with the system clock)
+/// to now on the same clock.
+fn record_delivery_lag(state: &AppState, frames: &[Frame]) {
+    let Some(metrics) = state.metrics() else {
+        return;
+    };
+    let mut now_ms = None;
+    for frame in frames {
+        if let Frame::Changes { events, .. } = frame {
+            let now = *now_ms.get_or_insert_with(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            });
+            for event in events {
+                let lag = u64::try_from(now.saturating_sub(event.at)).unwrap_or(0);
+                metrics.delivery_lag(Duration::from_millis(lag));
             }
         }
     }

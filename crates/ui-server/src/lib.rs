@@ -57,7 +57,8 @@
 //! | `GET /api/schema`, `GET /api/schema/{type}` | JSON Schemas of the wire types |
 //! | `POST /api/sources/{name}/rows` | a source's write path, recorded as change events |
 //! | `POST /ui/changes` | a recorder of `sources.toml` records change events of data written elsewhere |
-//! | `GET /healthz`, `GET /readyz` | liveness (`200 ok`); readiness (`200 ready`, `503` when the database or the change log fails) |
+//! | `GET /healthz`, `GET /readyz` | liveness (`200 ok`); readiness (`200 ready`, `503 unavailable` with a stable reason when the database or the change log fails) |
+//! | `GET /metrics` | this server's metrics in the Prometheus text format ([`MetricsConfig`]) |
 //! | `GET /`, `/app.css`, `/app.js` | the demo page (plain HTML/CSS/JS, embedded) |
 //!
 //! ```
@@ -125,7 +126,10 @@
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
 //! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT
 //! crate that checks signatures, `exp`/`nbf`/`iss`/`aud` and reads JWKS, built with its
-//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed).
+//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed); `metrics` and
+//! `metrics-exporter-prometheus` for `/metrics` (the ecosystem's recording facade, which
+//! ui-host records through too, and its maintained Prometheus recorder, used without its
+//! HTTP listener; one recorder per server, see the `metrics` module's docs).
 
 mod auth;
 mod cache;
@@ -137,7 +141,9 @@ mod demo;
 mod error;
 mod extract;
 mod feed;
+mod gate;
 pub mod limits;
+mod metrics;
 mod page;
 mod recorders;
 mod replies;
@@ -162,6 +168,7 @@ pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
     JsonBody, Params, QueryParams, REQUEST_SOURCE_HEADER, SYNC_SEQ_HEADER, WriteSource,
 };
+pub use metrics::MetricsConfig;
 pub use replies::ReplyProgress;
 pub use routes::{
     CatalogAnswer, ChatList, ChatPageQuery, DeltaBody, FinishBody, LoginBody, MessageBody,
@@ -171,6 +178,6 @@ pub use server::{Bound, bind, serve, serve_on, shutdown_signal};
 pub use settings::{ConfigError, env_name, load_config, parse_duration};
 pub use signin::{AuthConfig, JwtAlgorithm, JwtAuth, JwtConfig, JwtKey, ProxyAuth, ProxyConfig};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
-pub use state::{AppBuilder, AppState};
+pub use state::{AppBuilder, AppState, Readiness};
 pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};
 pub use view::{ViewAnswer, ViewChange, ViewPayload, evaluate as evaluate_view};

@@ -1,5 +1,8 @@
-//! The router and its handlers. Handlers stay thin: extract, check the caller, call the
-//! store, the replies or the host service, answer JSON.
+//! The router and its handlers. Handlers stay thin: their extractors check the caller
+//! ([`crate::gate::Owned`], [`crate::gate::Attached`]), they call the store, the replies or
+//! the host service and answer JSON; a route's [`Writes`] mounts the
+//! [`crate::gate::record_writes`] layer that records their change events and answers
+//! `X-UI-Sync-Seq`.
 
 use std::convert::Infallible;
 use std::sync::{Arc, OnceLock};
@@ -19,15 +22,16 @@ use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
 use ui_sync::Cursor;
 
 use crate::auth::{DemoAuth, Principal};
-use crate::cache::CachedChat;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
+use crate::gate::{Attached, Owned, Writes, record_writes};
 use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
+use crate::metrics::Metrics;
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
-use crate::state::AppState;
-use crate::store::{Chat, ChatDetail, record_all, write_scope};
+use crate::state::{AppState, Readiness};
+use crate::store::{Chat, ChatDetail, record_all};
 use crate::view::{ViewPayload, evaluate};
 
 /// An HTTP method of a [`Route`].
@@ -69,6 +73,9 @@ pub struct Route {
     pub path: &'static str,
     /// Served only with `ServerConfig::demo`.
     pub demo_only: bool,
+    /// How its writes reach the change feed (the [`record_writes`] layer), if it writes
+    /// through the store.
+    writes: Option<Writes>,
     handler: fn(MethodFilter) -> MethodRouter<AppState>,
 }
 
@@ -81,6 +88,23 @@ const fn route(
         method,
         path,
         demo_only: false,
+        writes: None,
+        handler,
+    }
+}
+
+/// A route whose store writes are recorded by the [`record_writes`] layer.
+const fn write_route(
+    method: RouteMethod,
+    path: &'static str,
+    writes: Writes,
+    handler: fn(MethodFilter) -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        demo_only: false,
+        writes: Some(writes),
         handler,
     }
 }
@@ -94,6 +118,7 @@ const fn demo_route(
         method,
         path,
         demo_only: true,
+        writes: None,
         handler,
     }
 }
@@ -110,19 +135,29 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/api/me", |m| on(m, me)),
     route(Get, "/api/session", |m| on(m, session)),
     route(Get, "/api/chats", |m| on(m, list_chats)),
-    route(Post, "/api/chats", |m| on(m, create_chat)),
+    write_route(Post, "/api/chats", Writes::Wait, |m| on(m, create_chat)),
     route(Get, "/api/chats/{chat}", |m| on(m, read_chat)),
-    route(Post, "/api/chats/{chat}/messages", |m| on(m, post_message)),
-    route(Post, "/api/chats/{chat}/items", |m| on(m, new_reply)),
-    route(Post, "/api/chats/{chat}/items/{item}/delta", |m| {
-        on(m, delta)
+    write_route(Post, "/api/chats/{chat}/messages", Writes::Wait, |m| {
+        on(m, post_message)
     }),
-    route(Post, "/api/chats/{chat}/items/{item}/finish", |m| {
-        on(m, finish)
+    write_route(Post, "/api/chats/{chat}/items", Writes::Wait, |m| {
+        on(m, new_reply)
     }),
+    write_route(
+        Post,
+        "/api/chats/{chat}/items/{item}/delta",
+        Writes::NoWait,
+        |m| on(m, delta),
+    ),
+    write_route(
+        Post,
+        "/api/chats/{chat}/items/{item}/finish",
+        Writes::Wait,
+        |m| on(m, finish),
+    ),
     route(Post, "/ui/query", |m| on(m, ui_query)),
     route(Post, "/ui/link", |m| on(m, ui_link)),
-    route(Post, "/ui/choice", |m| on(m, ui_choice)),
+    write_route(Post, "/ui/choice", Writes::Always, |m| on(m, ui_choice)),
     route(Post, "/ui/view", |m| on(m, ui_view)),
     route(Get, "/ui/events", |m| on(m, feed::events)),
     route(Get, "/ui/poll", |m| on(m, feed::poll)),
@@ -136,6 +171,7 @@ pub const ROUTES: &[Route] = &[
     route(Get, "/app.js", |m| on(m, crate::page::js)),
     route(Get, "/healthz", |m| on(m, healthz)),
     route(Get, "/readyz", |m| on(m, readyz)),
+    route(Get, "/metrics", |m| on(m, metrics)),
 ];
 
 /// The router of the whole API: every entry of [`ROUTES`] (the demo's only with
@@ -145,7 +181,14 @@ pub fn router(state: AppState) -> Router {
     let demo = state.demo().is_some();
     let mut routes = Router::new();
     for r in ROUTES.iter().filter(|r| demo || !r.demo_only) {
-        routes = routes.route(r.path, (r.handler)(r.method.filter()));
+        let mut handler = (r.handler)(r.method.filter());
+        if let Some(writes) = r.writes {
+            handler = handler.layer(middleware::from_fn_with_state(
+                (state.clone(), writes),
+                record_writes,
+            ));
+        }
+        routes = routes.route(r.path, handler);
     }
     routes
         .fallback(not_found)
@@ -163,7 +206,9 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal("The server failed while answering.").into_response()
         }))
-        .layer(RequestLogLayer)
+        .layer(RequestLayer {
+            metrics: state.metrics().cloned(),
+        })
         .with_state(state)
 }
 
@@ -175,24 +220,53 @@ pub(crate) const REQUEST_LOG: &str = "ui_server::request";
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LoggedUser(pub(crate) Arc<OnceLock<String>>);
 
-/// The request log: one line per request with its method, route (the pattern, never the
-/// query string), status, latency in ms and principal id (`-` when none); `error` level for
-/// a 5xx answer, `info` otherwise. A hand-written layer rather than `from_fn`, so that with
-/// the log off a request costs one check and no allocation.
-#[derive(Debug, Clone, Copy)]
-struct RequestLogLayer;
+/// The request log and the request metrics, measured once for both: the method, the
+/// route (the pattern, never the raw path or the query string; `unmatched` when no route
+/// matched), the status and the latency to the answer's head.
+///
+/// - The log: one line per request with those and the principal id (`-` when none);
+///   `error` level for a 5xx answer, `info` otherwise.
+/// - The metrics (`metrics.enabled`): `uiblocks_http_requests_total` and
+///   `uiblocks_http_request_duration_seconds`; the request's future is polled with the
+///   server's recorder in scope (see [`crate::metrics`]).
+///
+/// A hand-written layer rather than `from_fn`, so that with the log and the metrics off a
+/// request costs one check and no allocation.
+#[derive(Debug, Clone)]
+struct RequestLayer {
+    metrics: Option<Arc<Metrics>>,
+}
 
-impl<S> tower::Layer<S> for RequestLogLayer {
+impl<S> tower::Layer<S> for RequestLayer {
     type Service = RequestLog<S>;
 
     fn layer(&self, inner: S) -> RequestLog<S> {
-        RequestLog(inner)
+        RequestLog {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
-/// The service of [`RequestLogLayer`].
+/// The service of [`RequestLayer`].
 #[derive(Debug, Clone)]
-struct RequestLog<S>(S);
+struct RequestLog<S> {
+    inner: S,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// The route label of a matched pattern: the `'static` pattern of [`ROUTES`] when it is
+/// one (no allocation), the pattern as matched otherwise (the router nested in a host's),
+/// `unmatched` without one.
+fn route_label(route: Option<&MatchedPath>) -> metrics::SharedString {
+    match route {
+        None => metrics::SharedString::const_str("unmatched"),
+        Some(m) => match ROUTES.iter().find(|r| r.path == m.as_str()) {
+            Some(r) => metrics::SharedString::const_str(r.path),
+            None => metrics::SharedString::from(m.as_str().to_owned()),
+        },
+    }
+}
 
 type Logged = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
@@ -209,30 +283,50 @@ where
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: Request) -> Self::Future {
         use futures_util::future::Either;
-        if !tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR) {
-            return Either::Left(self.0.call(req));
+        let log = tracing::enabled!(target: REQUEST_LOG, tracing::Level::ERROR);
+        if !log && self.metrics.is_none() {
+            return Either::Left(self.inner.call(req));
         }
         let started = std::time::Instant::now();
         let method = req.method().clone();
         let route = req.extensions().get::<MatchedPath>().cloned();
         let user = LoggedUser::default();
-        req.extensions_mut().insert(user.clone());
-        let answer = self.0.call(req);
+        if log {
+            req.extensions_mut().insert(user.clone());
+        }
+        let answer = self.inner.call(req);
+        let metrics = self.metrics.clone();
         Either::Right(Box::pin(async move {
-            let response = answer.await?;
+            let response = match &metrics {
+                Some(m) => {
+                    let scoped = crate::metrics::Scoped {
+                        inner: Box::pin(answer),
+                        metrics: Arc::clone(m),
+                    };
+                    scoped.await?
+                }
+                None => answer.await?,
+            };
             let status = response.status().as_u16();
-            let latency_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
-            let route = route.as_ref().map_or("-", MatchedPath::as_str);
-            let user = user.0.get().map_or("-", String::as_str);
-            if status >= 500 {
-                tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
-            } else {
-                tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+            let took = started.elapsed();
+            if let Some(m) = &metrics {
+                let method = crate::metrics::method_label(&method);
+                m.request(method, route_label(route.as_ref()), status, took);
+            }
+            if log {
+                let latency_ms = (took.as_secs_f64() * 1e6).round() / 1e3;
+                let route = route.as_ref().map_or("-", MatchedPath::as_str);
+                let user = user.0.get().map_or("-", String::as_str);
+                if status >= 500 {
+                    tracing::error!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+                } else {
+                    tracing::info!(target: REQUEST_LOG, %method, %route, status, latency_ms, %user, "request");
+                }
             }
             Ok(response)
         }))
@@ -285,7 +379,8 @@ async fn check_origin(State(state): State<AppState>, req: Request, next: Next) -
     next.run(req).await
 }
 
-/// A JSON answer with `status`, and `X-UI-Sync-Seq` when the request recorded events.
+/// A JSON answer with `status`, and `X-UI-Sync-Seq` when the request recorded events
+/// itself (the routes of the [`record_writes`] layer get it from the layer).
 fn json<T: Serialize>(status: StatusCode, body: &T, seq: Option<Cursor>) -> Response {
     let text = match serde_json::to_string(body) {
         Ok(text) => text,
@@ -302,30 +397,6 @@ fn json<T: Serialize>(status: StatusCode, body: &T, seq: Option<Cursor>) -> Resp
 
 fn ok<T: Serialize>(body: &T) -> Response {
     json(StatusCode::OK, body, None)
-}
-
-/// The chat, when `principal` owns it: `chat-not-found` otherwise (never tells which).
-async fn owned(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<Arc<CachedChat>, ApiError> {
-    match state.store().chat(chat_id).await? {
-        Some(chat) if chat.row.owner == principal.user_id => Ok(chat),
-        _ => Err(ApiError::chat_not_found()),
-    }
-}
-
-/// The wire gate of `ui.*` (`host.md` §6.0): only the chat's owner is attached to it;
-/// anyone else (and an unknown chat) gets `refused-query`.
-async fn attached(
-    state: &AppState,
-    principal: &Principal,
-    chat_id: &str,
-) -> Result<Arc<CachedChat>, ApiError> {
-    owned(state, principal, chat_id)
-        .await
-        .map_err(|_| ApiError::unattached())
 }
 
 // ---- session ----
@@ -407,7 +478,6 @@ pub struct ChatList {
 async fn create_chat(
     State(state): State<AppState>,
     principal: Principal,
-    WriteSource(rs): WriteSource,
     JsonBody(body): JsonBody<NewChatBody>,
 ) -> Result<Response, ApiError> {
     let title = body.title.unwrap_or_default();
@@ -430,16 +500,11 @@ async fn create_chat(
             .cloned()
             .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
     };
-    let (chat, drafts) = write_scope(
-        rs,
-        state
-            .store()
-            .create_chat(&principal.user_id, &project, &title),
-    )
-    .await;
-    let chat = chat?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &chat, seq))
+    let chat = state
+        .store()
+        .create_chat(&principal.user_id, &project, &title)
+        .await?;
+    Ok(json(StatusCode::CREATED, &chat, None))
 }
 
 async fn list_chats(
@@ -463,27 +528,48 @@ pub struct ChatPageQuery {
     pub limit: Option<usize>,
 }
 
+/// [`ChatPageQuery`] with `limit` checked against `ChatLimits::page_items` (and defaulted
+/// to it): `bad-request` otherwise.
+struct PageQuery {
+    before: Option<String>,
+    limit: usize,
+}
+
+impl axum::extract::FromRequestParts<AppState> for PageQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        let QueryParams(page) =
+            QueryParams::<ChatPageQuery>::from_request_parts(parts, state).await?;
+        let max = state.chat_limits().page_items;
+        let limit = page.limit.unwrap_or(max);
+        if limit == 0 || limit > max {
+            return Err(ApiError::bad_request(format!("`limit` must be 1 to {max}")));
+        }
+        Ok(PageQuery {
+            before: page.before,
+            limit,
+        })
+    }
+}
+
 async fn read_chat(
     State(state): State<AppState>,
-    principal: Principal,
-    Params(chat_id): Params<String>,
-    QueryParams(page): QueryParams<ChatPageQuery>,
+    owned: Owned<PageQuery>,
 ) -> Result<Response, ApiError> {
-    let max = state.chat_limits().page_items;
-    let limit = page.limit.unwrap_or(max);
-    if limit == 0 || limit > max {
-        return Err(ApiError::bad_request(format!("`limit` must be 1 to {max}")));
-    }
-    let chat = owned(&state, &principal, &chat_id).await?;
-    let page = state
+    let page = &owned.inner;
+    let items = state
         .store()
-        .items_page(&chat_id, page.before.as_deref(), limit)
+        .items_page(owned.chat_id(), page.before.as_deref(), page.limit)
         .await?
         .ok_or_else(|| ApiError::bad_request("`before` is not an item of this chat"))?;
     Ok(ok(&ChatDetail {
-        chat: chat.row.chat.clone(),
-        items: page.items,
-        more: page.more,
+        chat: owned.chat.row.chat.clone(),
+        items: items.items,
+        more: items.more,
     }))
 }
 
@@ -497,16 +583,11 @@ pub struct MessageBody {
 
 async fn post_message(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params(chat_id): Params<String>,
-    JsonBody(body): JsonBody<MessageBody>,
+    owned: Owned<JsonBody<MessageBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let (item, drafts) = write_scope(rs, state.post_message(&chat_id, &body.text)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &item, seq))
+    let JsonBody(body) = &owned.inner;
+    let item = state.post_message(owned.chat_id(), &body.text).await?;
+    Ok(json(StatusCode::CREATED, &item, None))
 }
 
 /// `POST /api/chats/{chat}/items`: a new streaming assistant reply.
@@ -520,16 +601,11 @@ pub struct NewReplyBody {
 
 async fn new_reply(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params(chat_id): Params<String>,
-    JsonBody(body): JsonBody<NewReplyBody>,
+    owned: Owned<JsonBody<NewReplyBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let (item, drafts) = write_scope(rs, state.start_reply(&chat_id, &body.text)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::CREATED, &item, seq))
+    let JsonBody(body) = &owned.inner;
+    let item = state.start_reply(owned.chat_id(), &body.text).await?;
+    Ok(json(StatusCode::CREATED, &item, None))
 }
 
 /// `POST /api/chats/{chat}/items/{item}/delta`: text to append.
@@ -540,23 +616,16 @@ pub struct DeltaBody {
     pub text: String,
 }
 
+/// Deltas come fast: their events are recorded without waiting for a seq
+/// ([`Writes::NoWait`]).
 async fn delta(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params((chat_id, item_id)): Params<(String, String)>,
-    JsonBody(body): JsonBody<DeltaBody>,
+    owned: Owned<JsonBody<DeltaBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    // Deltas come fast: their events are recorded without waiting for a seq.
-    let (progress, drafts) =
-        write_scope(rs, state.append_delta(&chat_id, &item_id, &body.text)).await;
-    let progress = progress?;
-    for draft in drafts {
-        if let Err(e) = state.sync().record(draft) {
-            tracing::warn!(chat_id, item_id, error = %e, "a reply's change could not be recorded");
-        }
-    }
+    let JsonBody(body) = &owned.inner;
+    let progress = state
+        .append_delta(owned.chat_id(), owned.item_id(), &body.text)
+        .await?;
     Ok(ok(&progress))
 }
 
@@ -574,67 +643,39 @@ pub struct FinishBody {
 
 async fn finish(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    Params((chat_id, item_id)): Params<(String, String)>,
-    JsonBody(body): JsonBody<FinishBody>,
+    owned: Owned<JsonBody<FinishBody>>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &principal, &chat_id).await?;
-    let wait = body.wait.unwrap_or(true);
-    let (item, drafts) =
-        write_scope(rs, state.finish_reply(&chat_id, &item_id, body.text, wait)).await;
-    let item = item?;
-    let seq = record_all(state.sync(), drafts).await;
-    Ok(json(StatusCode::OK, &item, seq))
+    let wait = owned.inner.0.wait.unwrap_or(true);
+    let text = owned.inner.0.text.clone();
+    let item = state
+        .finish_reply(owned.chat_id(), owned.item_id(), text, wait)
+        .await?;
+    Ok(ok(&item))
 }
 
 // ---- ui.* ----
 
-fn shape(result: Result<(), String>) -> Result<(), ApiError> {
-    result.map_err(ApiError::bad_request)
+async fn ui_query(State(state): State<AppState>, Attached(p): Attached<QueryPayload>) -> Response {
+    ok(&state.queries().query(&p).await)
 }
 
-async fn ui_query(
-    State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<QueryPayload>,
-) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    Ok(ok(&state.queries().query(&p).await))
+async fn ui_link(State(state): State<AppState>, Attached(p): Attached<LinkPayload>) -> Response {
+    ok(&state.queries().link(&p).await)
 }
 
-async fn ui_link(
-    State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<LinkPayload>,
-) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    Ok(ok(&state.queries().link(&p).await))
-}
-
+/// A choice's events are recorded even when it is refused ([`Writes::Always`]).
 async fn ui_choice(
     State(state): State<AppState>,
-    principal: Principal,
-    WriteSource(rs): WriteSource,
-    JsonBody(p): JsonBody<ChoicePayload>,
+    Attached(p): Attached<ChoicePayload>,
 ) -> Result<Response, ApiError> {
-    shape(p.validate(&state.limits().host))?;
-    attached(&state, &principal, &p.chat_id).await?;
-    let (answer, drafts) = write_scope(rs, state.queries().choose(&p)).await;
-    let seq = record_all(state.sync(), drafts).await;
-    let answer = answer?;
-    Ok(json(StatusCode::OK, &answer.sent, seq))
+    let answer = state.queries().choose(&p).await?;
+    Ok(ok(&answer.sent))
 }
 
 async fn ui_view(
     State(state): State<AppState>,
-    principal: Principal,
-    JsonBody(p): JsonBody<ViewPayload>,
+    Attached(p): Attached<ViewPayload>,
 ) -> Result<Response, ApiError> {
-    p.validate(&state.limits().host)?;
-    attached(&state, &principal, &p.chat_id).await?;
     let stale = || ApiError::new(ErrorCode::StaleUiBlock, "The block changed or is gone.");
     let block = state
         .store()
@@ -732,6 +773,9 @@ pub struct RowsWritten {
     pub cursor: Option<String>,
 }
 
+/// Records its events itself rather than through the [`Writes`] layer: with the change
+/// log in the server's database they were appended in the rows' own transaction (the
+/// outbox), and the body reports the cursor the header carries.
 async fn write_rows(
     State(state): State<AppState>,
     principal: Principal,
@@ -839,18 +883,38 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: `200 ready` when the database answers a query within 2 s and the change
-/// log is not degraded (its writes succeed); `503` with the reason otherwise.
-async fn readyz(State(state): State<AppState>) -> (axum::http::StatusCode, &'static str) {
-    use axum::http::StatusCode;
-    let probe = tokio::time::timeout(std::time::Duration::from_secs(2), state.ping_database());
-    match probe.await {
-        Ok(Ok(())) if !state.sync().degraded() => (StatusCode::OK, "ready\n"),
-        Ok(Ok(())) => (StatusCode::SERVICE_UNAVAILABLE, "change log degraded\n"),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness: the database failed");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
-        }
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database timed out\n"),
+/// `GET /readyz`: `200 ready` when the database answers within 2 s, the change log's
+/// writes succeed and its tailer follows it ([`AppState::readiness`]); otherwise `503
+/// unavailable` with the stable reason (`database-unreachable`, `database-timed-out`,
+/// `change-log-degraded`, `change-log-not-tailing`).
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.readiness().await {
+        Readiness::Ready => "ready\n".into_response(),
+        not => ApiError::new(ErrorCode::Unavailable, "The instance is not ready.")
+            .with_reason(not.as_str())
+            .into_response(),
     }
+}
+
+/// `GET /metrics`: the Prometheus text of this server's recorder (see [`crate::metrics`]).
+/// `404 not-found` with `metrics.enabled = false`; with `metrics.token` set, `401
+/// unauthenticated` unless `Authorization: Bearer <token>`.
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let Some(recorder) = state.metrics() else {
+        return not_found().await.into_response();
+    };
+    if let Some(token) = state.metrics_token()
+        && !crate::metrics::bearer_matches(&headers, token)
+    {
+        return ApiError::unauthenticated().into_response();
+    }
+    let text = recorder.render(&state.metrics_snapshot());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }

@@ -15,6 +15,7 @@ use toml::{Table, Value};
 use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 
 use crate::config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
+use crate::metrics::MIN_TOKEN_BYTES;
 use crate::signin::{AuthConfig, JwtAlgorithm, JwtConfig, JwtKey, ProxyConfig};
 
 /// A configuration that cannot be used; the message names the key or variable.
@@ -107,6 +108,8 @@ const KEYS: &[(&str, Kind)] = &[
     ("auth.proxy.projects_header", Kind::Str),
     ("auth.proxy.secret_header", Kind::Str),
     ("auth.proxy.secret", Kind::Str),
+    ("metrics.enabled", Kind::Bool),
+    ("metrics.token", Kind::Str),
 ];
 
 /// The limit groups: table name and wire keys.
@@ -336,6 +339,14 @@ struct FileConfig {
     chat: ChatSection,
     limits: LimitsSection,
     auth: AuthSection,
+    metrics: MetricsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct MetricsSection {
+    enabled: Option<bool>,
+    token: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -560,6 +571,19 @@ impl FileConfig {
             }
             Some(other) => return Err(bad("auth.mode", format!("`{other}` is not a mode"))),
         };
+        let metrics = self.metrics;
+        if let Some(enabled) = metrics.enabled {
+            config.metrics.enabled = enabled;
+        }
+        if let Some(token) = metrics.token {
+            if token.len() < MIN_TOKEN_BYTES {
+                return Err(bad(
+                    "metrics.token",
+                    format!("must be at least {MIN_TOKEN_BYTES} bytes"),
+                ));
+            }
+            config.metrics.token = Some(Secret::new(token));
+        }
         Ok(config)
     }
 }
@@ -759,6 +783,39 @@ cookie = "app_token"
             "`auth.proxy.secret`: is required with proxy"
         );
         assert!(error("[server\n", &[]).contains("is not TOML"));
+    }
+
+    #[test]
+    fn metrics_settings_come_from_the_file_and_the_environment() {
+        assert!(ServerConfig::new("x").metrics.enabled);
+        let f = file("[metrics]\nenabled = false\n");
+        let config = load_config(Some(&f.0), env(&[])).unwrap();
+        assert!(!config.metrics.enabled && config.metrics.token.is_none());
+        let config = load_config(
+            Some(&f.0),
+            env(&[
+                ("UIBLOCKS_METRICS_ENABLED", "true"),
+                ("UIBLOCKS_METRICS_TOKEN", "scraper-token-0123456789"),
+            ]),
+        )
+        .unwrap();
+        assert!(config.metrics.enabled);
+        assert!(
+            config
+                .metrics
+                .token
+                .as_ref()
+                .is_some_and(|t| t.matches(b"scraper-token-0123456789"))
+        );
+        assert!(!format!("{config:?}").contains("scraper-token"));
+        assert_eq!(
+            error("", &[("UIBLOCKS_METRICS_TOKEN", "short")]),
+            "`metrics.token` (from UIBLOCKS_METRICS_TOKEN): must be at least 16 bytes"
+        );
+        assert_eq!(
+            error("[metrics]\nenabled = \"yes\"\n", &[]),
+            "`metrics.enabled`: expected true or false, found string"
+        );
     }
 
     #[test]

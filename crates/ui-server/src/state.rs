@@ -20,6 +20,7 @@ use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
+use crate::metrics::{MeteredSource, Metrics, Snapshot};
 use crate::signin::{AuthConfig, JwtAuth, ProxyAuth};
 use crate::sources::{DemoLinks, SourceInfo, SqlHost, TomlSources};
 use crate::store::{SCHEMA, SqliteUiStore};
@@ -65,6 +66,49 @@ struct Inner {
     limits: ServiceLimits,
     chat_limits: ChatLimits,
     clock: Arc<dyn HostClock>,
+    /// This server's recorder (`metrics.enabled`).
+    metrics: Option<Arc<Metrics>>,
+    /// The bearer token `GET /metrics` needs, when set.
+    metrics_token: Option<crate::config::Secret>,
+    /// The last readiness probe's answer: probes run one at a time, and the callers that
+    /// waited for a running probe take its answer.
+    readiness: tokio::sync::Mutex<Readiness>,
+    /// Readiness probes completed (read before waiting for the lock).
+    probes: std::sync::atomic::AtomicU64,
+}
+
+/// Longest wait for the database in a readiness probe.
+const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether the instance can serve (`GET /readyz`), and if not, why: each reason is a
+/// stable string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Readiness {
+    /// The database answers and the change log is written and tailed.
+    Ready,
+    /// The database cannot be opened or read.
+    DatabaseUnreachable,
+    /// The database did not answer within 2 s.
+    DatabaseTimedOut,
+    /// Writes to the change log have failed for longer than `logFailureGrace`.
+    ChangeLogDegraded,
+    /// The change log's tailer stopped or its last read failed: changes reach no stream.
+    ChangeLogNotTailing,
+}
+
+impl Readiness {
+    /// `ready`, or the stable reason: `database-unreachable`, `database-timed-out`,
+    /// `change-log-degraded`, `change-log-not-tailing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Ready => "ready",
+            Readiness::DatabaseUnreachable => "database-unreachable",
+            Readiness::DatabaseTimedOut => "database-timed-out",
+            Readiness::ChangeLogDegraded => "change-log-degraded",
+            Readiness::ChangeLogNotTailing => "change-log-not-tailing",
+        }
+    }
 }
 
 /// The state behind the router: build it with [`AppState::open`] (or
@@ -215,6 +259,10 @@ impl AppBuilder {
         });
         let mut registry = sources.registry(&db)?;
         let rust_sources = register_rust_sources(&mut registry, self.rust_sources)?;
+        let metrics = config.metrics.enabled.then(Metrics::new);
+        if let Some(metrics) = &metrics {
+            registry = metered(&registry, metrics);
+        }
         let host = Arc::new(SqlHost::new(registry, links));
         let queries = UiQueries::configured(
             host.clone(),
@@ -261,6 +309,10 @@ impl AppBuilder {
                 limits,
                 chat_limits,
                 clock,
+                metrics,
+                metrics_token: config.metrics.token,
+                readiness: tokio::sync::Mutex::new(Readiness::Ready),
+                probes: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -340,19 +392,62 @@ impl AppState {
         &self.inner.sync_limits
     }
 
-    /// Runs `SELECT 1` on the store's database (the readiness probe).
+    /// Opens the store's database afresh and reads its schema (the readiness probe: a
+    /// pooled connection would still read a file that was removed).
     ///
     /// # Errors
     /// The database's failure, as text.
     pub async fn ping_database(&self) -> Result<(), String> {
-        self.inner
-            .db
-            .read(|conn| {
-                conn.query_row("SELECT 1", [], |_| Ok(()))
-                    .map_err(crate::db::DbError::from)
-            })
-            .await
-            .map_err(|e| e.0)
+        self.inner.db.ping().await.map_err(|e| e.0)
+    }
+
+    /// Whether the instance can serve (`GET /readyz`): the database answers within 2 s, the
+    /// change log's writes succeed and its tailer follows it. Probes run one at a time;
+    /// the callers that waited for a running probe take its answer, so a flood of probes
+    /// costs one database call at a time.
+    pub async fn readiness(&self) -> Readiness {
+        use std::sync::atomic::Ordering;
+        let seen = self.inner.probes.load(Ordering::Acquire);
+        let mut last = self.inner.readiness.lock().await;
+        if self.inner.probes.load(Ordering::Acquire) != seen {
+            return *last;
+        }
+        let answer = match tokio::time::timeout(READINESS_TIMEOUT, self.ping_database()).await {
+            Err(_) => Readiness::DatabaseTimedOut,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "readiness: the database failed");
+                Readiness::DatabaseUnreachable
+            }
+            Ok(Ok(())) if self.sync().degraded() => Readiness::ChangeLogDegraded,
+            Ok(Ok(())) if !self.sync().tailing() => Readiness::ChangeLogNotTailing,
+            Ok(Ok(())) => Readiness::Ready,
+        };
+        *last = answer;
+        self.inner.probes.fetch_add(1, Ordering::Release);
+        answer
+    }
+
+    /// This server's metrics recorder (`None` with `metrics.enabled = false`).
+    pub(crate) fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.inner.metrics.as_ref()
+    }
+
+    /// The bearer token `GET /metrics` needs, when set.
+    pub(crate) fn metrics_token(&self) -> Option<&crate::config::Secret> {
+        self.inner.metrics_token.as_ref()
+    }
+
+    /// What the server holds now, for the gauges of `/metrics`.
+    pub(crate) fn metrics_snapshot(&self) -> Snapshot {
+        let sync = self.sync().stats();
+        Snapshot {
+            read_slots_in_use: self.queries().stats().slots,
+            read_slots: self.limits().host.read_slots(),
+            streams_open: self.streams().open(),
+            events_appended: sync.tailed,
+            append_failures: sync.append_failures,
+            tail_failures: sync.tail_failures,
+        }
     }
 
     /// The authenticator.
@@ -519,6 +614,18 @@ impl AppState {
         (chat_id, item_id).hash(&mut h);
         &self.inner.replies[(h.finish() as usize) % REPLY_STRIPES]
     }
+}
+
+/// `registry` with every source wrapped in a [`MeteredSource`] of `metrics`.
+fn metered(registry: &SourceRegistry, metrics: &Arc<Metrics>) -> SourceRegistry {
+    let mut out = SourceRegistry::new();
+    for name in registry.names() {
+        if let Some(source) = registry.get(name) {
+            let source = MeteredSource::new(name, Arc::clone(source), Arc::clone(metrics));
+            out.register(name.to_owned(), source);
+        }
+    }
+    out
 }
 
 /// Adds the sources registered in Rust to `registry`; their catalog entries.

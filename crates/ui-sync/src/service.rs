@@ -101,6 +101,7 @@ struct Counters {
     resets: AtomicU64,
     append_failures: AtomicU64,
     tail_failures: AtomicU64,
+    tailed: AtomicU64,
     prune_failures: AtomicU64,
     pruned_rows: AtomicU64,
     log_rows: AtomicU64,
@@ -124,6 +125,10 @@ pub struct SyncStats {
     pub append_failures: u64,
     /// Failed tail reads.
     pub tail_failures: u64,
+    /// Rows the tailer read from the log: every event appended by any writer (this
+    /// process's appender, an outbox transaction, another process) once this process
+    /// follows it.
+    pub tailed: u64,
     /// Failed prune runs.
     pub prune_failures: u64,
     /// Rows deleted by retention.
@@ -145,6 +150,8 @@ struct Shared {
     overflow: Mutex<Overflow>,
     overflow_poke: Notify,
     degraded: AtomicBool,
+    /// The tailer runs and its last read of the log succeeded.
+    tailing: AtomicBool,
     catch_up: Arc<Semaphore>,
     counters: Counters,
 }
@@ -213,6 +220,7 @@ impl SyncService {
             overflow: Mutex::new(Overflow::default()),
             overflow_poke: Notify::new(),
             degraded: AtomicBool::new(false),
+            tailing: AtomicBool::new(true),
             catch_up: Arc::new(Semaphore::new(size(limits.catch_up_concurrency()))),
             counters: Counters::default(),
         });
@@ -474,6 +482,13 @@ impl SyncService {
         self.shared().degraded.load(Ordering::Relaxed)
     }
 
+    /// Whether the tailer follows the log: it runs (the service was not shut down) and its
+    /// last read of the log succeeded. `false` while the log cannot be read, so events
+    /// written by this or another process reach nobody here (a readiness probe).
+    pub fn tailing(&self) -> bool {
+        self.shared().tailing.load(Ordering::Relaxed)
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> SyncStats {
         let c = &self.shared().counters;
@@ -486,6 +501,7 @@ impl SyncService {
             resets: get(&c.resets),
             append_failures: get(&c.append_failures),
             tail_failures: get(&c.tail_failures),
+            tailed: get(&c.tailed),
             prune_failures: get(&c.prune_failures),
             pruned_rows: get(&c.pruned_rows),
             log_rows: get(&c.log_rows),
@@ -715,14 +731,19 @@ impl Shared {
                 Ok(rows) => rows,
                 Err(_) => {
                     self.counters.tail_failures.fetch_add(1, Ordering::Relaxed);
+                    self.tailing.store(false, Ordering::Relaxed);
                     return;
                 }
             };
+            self.tailing.store(true, Ordering::Relaxed);
             let (Some(first), Some(end)) = (rows.first(), rows.last()) else {
                 return;
             };
             let (first, end) = (first.seq, end.seq);
             let full = rows.len() >= limit;
+            self.counters
+                .tailed
+                .fetch_add(rows.len() as u64, Ordering::Relaxed);
             lock(&self.latest).apply(&rows);
             *last = end;
             self.head.send_replace(Cursor {
@@ -794,6 +815,14 @@ async fn appender(
 /// The tailer (§6.1): woken by local pokes, by `changed_elsewhere` every `sqliteCheck` ms,
 /// and unconditionally every `postgresTick` ms as a safety net.
 async fn tailer(shared: Arc<Shared>, mut last: Seq, mut stop: watch::Receiver<bool>) {
+    /// Marks the service as not tailing when the tailer ends, however it ends.
+    struct Stopped<'a>(&'a AtomicBool);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Relaxed);
+        }
+    }
+    let _stopped = Stopped(&shared.tailing);
     let mut check = tokio::time::interval(ms(shared.limits.sqlite_check()));
     check.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut tick = tokio::time::interval(ms(shared.limits.postgres_tick()));

@@ -665,6 +665,42 @@ async fn the_pruner_skips_the_first_minute_then_runs_every_interval() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn tailing_tells_whether_the_tailer_follows_the_log() {
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    let draft_row = |_: &str| NewRow {
+        source: "ci.runs".into(),
+        audience: p1(),
+        scope: service.tokens("ci.runs", &p1(), None).0,
+        key: None,
+        rs: None,
+        op: Op::Change,
+        n: 1,
+        at_ms: 0,
+    };
+    assert!(service.tailing());
+    store.append_elsewhere(draft_row("elsewhere"));
+    tailed(&service, 1).await;
+    assert!(service.tailing());
+    assert_eq!(service.stats().tailed, 1);
+    // The log cannot be read: the next look fails, and the service says so.
+    store.fail_tail.store(true, Ordering::SeqCst);
+    store.append_elsewhere(draft_row("unseen"));
+    service.appended();
+    tokio::time::sleep(Duration::from_millis(SyncLimits::DEFAULT.postgres_tick())).await;
+    assert!(!service.tailing());
+    assert!(service.stats().tail_failures >= 1);
+    // Readable again: the next look catches up.
+    store.fail_tail.store(false, Ordering::SeqCst);
+    tailed(&service, 2).await;
+    assert!(service.tailing());
+    assert_eq!(service.stats().tailed, 2);
+    // A stopped service does not tail.
+    service.shutdown().await;
+    assert!(!service.tailing());
+}
+
+#[tokio::test(start_paused = true)]
 async fn shutdown_writes_queued_drafts_and_later_records_fail() {
     let store = MemStore::new();
     let service = start(&store, SyncLimits::DEFAULT).await;

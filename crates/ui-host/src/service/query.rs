@@ -344,6 +344,7 @@ impl UiQueries {
         if let Some((reading, _, started)) = &entry {
             let fresh_window = now.saturating_sub(reading.read_at) < window;
             if fresh_window && !changed {
+                metrics::counter!("uiblocks_cache_hits_total").increment(1);
                 return Admit::Answer(reading.clone());
             }
             if changed && now.saturating_sub(*started) < gap {

@@ -20,6 +20,7 @@ pub struct MemStore {
     pub rows: Mutex<Vec<LogRow>>,
     pub fail: AtomicBool,
     pub fail_prune: AtomicBool,
+    pub fail_tail: AtomicBool,
     pub hold_snapshots: AtomicBool,
     pub release: Notify,
     pub prunes: AtomicU64,
@@ -35,6 +36,7 @@ impl MemStore {
             rows: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
             fail_prune: AtomicBool::new(false),
+            fail_tail: AtomicBool::new(false),
             hold_snapshots: AtomicBool::new(false),
             release: Notify::new(),
             prunes: AtomicU64::new(0),
@@ -72,6 +74,9 @@ impl SyncStore for MemStore {
     }
 
     async fn tail(&self, after: Seq, limit: usize) -> Result<Vec<LogRow>, SyncError> {
+        if self.fail_tail.load(Ordering::SeqCst) {
+            return Err(SyncError::Store("injected tail failure".into()));
+        }
         let rows = self.rows.lock().unwrap();
         Ok(rows
             .iter()

@@ -137,6 +137,7 @@ mod extract;
 mod feed;
 pub mod limits;
 mod page;
+mod pg;
 mod replies;
 mod routes;
 pub mod schema;
@@ -153,7 +154,7 @@ pub use auth::{
     SESSION_COOKIE, cookie_value,
 };
 pub use changes::SyncChanges;
-pub use config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
+pub use config::{ChatLimits, PostgresConfig, Secret, ServerConfig, SourcesConfig};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
@@ -169,5 +170,5 @@ pub use settings::{ConfigError, env_name, load_config, parse_duration};
 pub use signin::{AuthConfig, JwtAlgorithm, JwtAuth, JwtConfig, JwtKey, ProxyAuth, ProxyConfig};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState};
-pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};
+pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, ChatStore, Role, SqliteUiStore};
 pub use view::{ViewAnswer, ViewChange, ViewPayload, evaluate as evaluate_view};

@@ -20,9 +20,10 @@ use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
+use crate::pg::PgDb;
 use crate::signin::{AuthConfig, JwtAuth, ProxyAuth};
 use crate::sources::{DemoLinks, SourceInfo, SqlHost, TomlSources};
-use crate::store::{SCHEMA, SqliteUiStore};
+use crate::store::{ChatStore, PG_MIGRATIONS, PgBackend, SQLITE_MIGRATIONS};
 
 /// Stripes of the per-item lock that keeps a reply's deltas in order.
 const REPLY_STRIPES: usize = 64;
@@ -41,8 +42,9 @@ pub(crate) struct ConnLimits {
 }
 
 struct Inner {
-    db: Db,
-    store: SqliteUiStore,
+    /// The SQLite file (`None` on PostgreSQL).
+    db: Option<Db>,
+    store: ChatStore,
     host: Arc<SqlHost>,
     sources: TomlSources,
     /// What the catalog tells agents of the sources registered in Rust.
@@ -163,28 +165,76 @@ impl AppBuilder {
         limits.ui = config.ui_limits;
         limits.reply = config.reply_limits;
         limits.sync = config.sync_limits;
-        // Source reads get a connection per read slot, apart from the store's.
-        let db = Db::open(
-            &config.database,
-            SCHEMA,
-            usize::try_from(limits.host.read_slots()).unwrap_or(usize::MAX),
-        )
-        .await?;
-        let mut sources = match &config.sources {
-            SourcesConfig::None => TomlSources::empty(),
-            SourcesConfig::File(path) => TomlSources::load(path)?,
-            SourcesConfig::Inline(text) => TomlSources::parse(text)?,
+        let (db, sources, sync, store) = match &config.postgres {
+            None => {
+                // Source reads get a connection per read slot, apart from the store's.
+                let db = Db::open(
+                    &config.database,
+                    "",
+                    usize::try_from(limits.host.read_slots()).unwrap_or(usize::MAX),
+                )
+                .await?;
+                db.migrate(SQLITE_MIGRATIONS).await.map_err(|e| {
+                    ServerError::Database(format!("{}: migrations: {e}", config.database.display()))
+                })?;
+                let mut sources = match &config.sources {
+                    SourcesConfig::None => TomlSources::empty(),
+                    SourcesConfig::File(path) => TomlSources::load(path)?,
+                    SourcesConfig::Inline(text) => TomlSources::parse(text)?,
+                };
+                sources.install(&db).await?;
+                // The change log lives in the same file (its own tables, `ui_sync_*`).
+                let log = SqliteStore::open(&config.database).await?;
+                let sync =
+                    SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
+                let store = ChatStore::new(
+                    db.clone(),
+                    Some(sync.clone()),
+                    Arc::clone(&clock),
+                    chat_limits,
+                );
+                (Some(db), sources, sync, store)
+            }
+            Some(pg) => {
+                if config.sources != SourcesConfig::None {
+                    return Err(ServerError::Config(
+                        "sources: the SQL sources of a sources file read the SQLite database; \
+                         with database.url = \"postgres://…\" register sources in Rust \
+                         (AppBuilder::source)"
+                            .into(),
+                    ));
+                }
+                let url = pg.url.expose();
+                let pgdb = PgDb::open(url, pg.pool, pg.timeout, PG_MIGRATIONS).await?;
+                // The change log lives in the same database (its own tables, `ui_sync_*`).
+                let log = Arc::new(
+                    ui_sync::PgStore::connect_with(url, None, &config.sync_limits)
+                        .await
+                        .map_err(|e| {
+                            ServerError::Database(format!(
+                                "{}: the change log: {e}",
+                                crate::pg::redacted(url)
+                            ))
+                        })?,
+                );
+                let sync = SyncService::start(
+                    Arc::clone(&log) as Arc<dyn ui_sync::SyncStore>,
+                    config.sync_limits,
+                    Vec::new(),
+                )
+                .await?;
+                let store = ChatStore::new_pg(
+                    PgBackend {
+                        db: pgdb,
+                        log: Some(log),
+                    },
+                    Some(sync.clone()),
+                    Arc::clone(&clock),
+                    chat_limits,
+                );
+                (None, TomlSources::empty(), sync, store)
+            }
         };
-        sources.install(&db).await?;
-        // The change log lives in the same file (its own tables, `ui_sync_*`).
-        let log = SqliteStore::open(&config.database).await?;
-        let sync = SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
-        let store = SqliteUiStore::new(
-            db.clone(),
-            Some(sync.clone()),
-            Arc::clone(&clock),
-            chat_limits,
-        );
         let demo_sessions = match &config.auth {
             AuthConfig::Auto => config.demo,
             AuthConfig::Demo if !config.demo => {
@@ -208,7 +258,10 @@ impl AppBuilder {
                 .demo
                 .then(|| Arc::new(DemoLinks) as Arc<dyn LinkResolver>)
         });
-        let mut registry = sources.registry(&db)?;
+        let mut registry = match &db {
+            Some(db) => sources.registry(db)?,
+            None => SourceRegistry::new(),
+        };
         let rust_sources = register_rust_sources(&mut registry, self.rust_sources)?;
         let host = Arc::new(SqlHost::new(registry, links));
         let queries = UiQueries::configured(
@@ -283,7 +336,7 @@ impl AppState {
     }
 
     /// The store of chats and items.
-    pub fn store(&self) -> &SqliteUiStore {
+    pub fn store(&self) -> &ChatStore {
         &self.inner.store
     }
 
@@ -340,14 +393,7 @@ impl AppState {
     /// # Errors
     /// The database's failure, as text.
     pub async fn ping_database(&self) -> Result<(), String> {
-        self.inner
-            .db
-            .read(|conn| {
-                conn.query_row("SELECT 1", [], |_| Ok(()))
-                    .map_err(crate::db::DbError::from)
-            })
-            .await
-            .map_err(|e| e.0)
+        self.inner.store.ping().await.map_err(|e| e.0)
     }
 
     /// The authenticator.
@@ -489,9 +535,11 @@ impl AppState {
     /// [`ServerError::Database`] when the checkpoint fails or another connection keeps
     /// it from completing.
     pub async fn checkpoint(&self) -> Result<(), ServerError> {
-        let busy = self
-            .inner
-            .db
+        // PostgreSQL keeps its own write-ahead log.
+        let Some(db) = &self.inner.db else {
+            return Ok(());
+        };
+        let busy = db
             .write(|conn| {
                 Ok(conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
                     r.get::<_, i64>(0)

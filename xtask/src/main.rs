@@ -182,6 +182,17 @@ fn ci(root: &Path) -> Result<(), String> {
                 ],
                 env: &[("UI_SYNC_PG", conninfo)],
             },
+        )?;
+        // The server's store and its routes on PostgreSQL; `UI_PG_REQUIRED` turns a
+        // missing database into a failure.
+        run(
+            root,
+            &Step {
+                label: "test-server-postgres",
+                program: "cargo",
+                args: &["test", "-p", "ui-server", "--lib", "--test", "database"],
+                env: &[("UI_SYNC_PG", conninfo), ("UI_PG_REQUIRED", "1")],
+            },
         )
     })?;
     browser_test(root)?;

@@ -2,7 +2,10 @@
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
 //!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
-//!   PostgreSQL tests of `ui-sync` run against a throwaway cluster that it installs (apt) and
+//!   PostgreSQL tests of `ui-sync`, of the server's store and routes (`ui-server`'s
+//!   `--lib` and `tests/database.rs`) and of two `uiblocks serve` instances (`ui-cli`'s
+//!   `tests/instances.rs`, with `UI_PG_REQUIRED` so none of them skips) run against a
+//!   throwaway cluster that it installs (apt) and
 //!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
@@ -191,6 +194,16 @@ fn ci(root: &Path) -> Result<(), String> {
                 label: "test-server-postgres",
                 program: "cargo",
                 args: &["test", "-p", "ui-server", "--lib", "--test", "database"],
+                env: &[("UI_SYNC_PG", conninfo), ("UI_PG_REQUIRED", "1")],
+            },
+        )?;
+        // Two `uiblocks serve` processes on one PostgreSQL database.
+        run(
+            root,
+            &Step {
+                label: "test-instances-postgres",
+                program: "cargo",
+                args: &["test", "-p", "ui-cli", "--test", "instances"],
                 env: &[("UI_SYNC_PG", conninfo), ("UI_PG_REQUIRED", "1")],
             },
         )

@@ -6,7 +6,10 @@
 //! `ChangeIndex` over the change feed, so live readings follow change events.
 //!
 //! - [`AppState`] is opened from a [`ServerConfig`]: one SQLite file for chats, items,
-//!   compiled blocks, frozen readings, answers, the sources' tables and the change log;
+//!   compiled blocks, frozen readings, answers, the sources' tables and the change log —
+//!   or a PostgreSQL database ([`ServerConfig::postgres`], `database.url`) for all of them
+//!   but the SQL sources, shared by several instances ([`ChatStore`]: every write and its
+//!   change event in one transaction; versioned migrations at start on both);
 //!   sources declared in TOML as SQL ([`TomlSources`]); the demo's cookie sessions
 //!   ([`DemoAuth`]) or a host's own [`Authenticator`].
 //! - [`router`] serves the routes below; [`serve`] binds `127.0.0.1:<port>` and serves
@@ -124,7 +127,10 @@
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
 //! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT
 //! crate that checks signatures, `exp`/`nbf`/`iss`/`aud` and reads JWKS, built with its
-//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed).
+//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed);
+//! tokio-postgres (`database.url = "postgres://…"`: the client `ui-sync`'s PostgreSQL log
+//! already uses, so a store write and its change event share one transaction; always
+//! built, so the released binary needs no build flag for PostgreSQL).
 
 mod auth;
 mod cache;

@@ -1728,6 +1728,59 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// A write stuck behind another session's lock fails at the configured timeout
+    /// instead of hanging, and the pool serves the next calls normally.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stuck_postgres_call_fails_at_its_timeout() {
+        let Some(pg) = crate::pg::test_db::fresh("stuck").await else {
+            return;
+        };
+        let timeout = Duration::from_millis(300);
+        let db = crate::pg::PgDb::open(&pg.url, 2, timeout, PG_MIGRATIONS)
+            .await
+            .unwrap();
+        let store = ChatStore::new_pg(
+            PgBackend { db, log: None },
+            None,
+            Arc::new(TokioClock::new()),
+            ChatLimits::default(),
+        );
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        // Another session holds the chat's row.
+        let (mut holder, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let tx = holder.transaction().await.unwrap();
+        tx.execute(
+            "SELECT 1 FROM ui_chats WHERE id = $1 FOR UPDATE",
+            &[&chat.id],
+        )
+        .await
+        .unwrap();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let e = store
+                .add_item(&chat.id, Role::User, "hi", false)
+                .await
+                .unwrap_err();
+            let took = started.elapsed();
+            assert!(matches!(e, AddError::Db(_)), "{e:?}");
+            assert!(took < Duration::from_secs(2), "{took:?}");
+        }
+        // Reads go on meanwhile, and writes once the lock is gone.
+        assert_eq!(store.chats_of("alice").await.unwrap().len(), 1);
+        tx.rollback().await.unwrap();
+        store
+            .add_item(&chat.id, Role::User, "hi", false)
+            .await
+            .unwrap();
+        let page = store.items_page(&chat.id, None, 10).await.unwrap().unwrap();
+        assert_eq!(page.items.len(), 1);
+        drop(holder);
+        pg.finish().await;
+    }
+
     /// Two instances starting at once on one empty PostgreSQL database apply each
     /// migration once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

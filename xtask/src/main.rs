@@ -2,9 +2,12 @@
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
 //!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
-//!   PostgreSQL tests of `ui-sync` (and `ui-server`'s sources on PostgreSQL, through
-//!   `UI_SERVER_PG`) run against a throwaway cluster that it installs (apt) and starts as
-//!   root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
+//!   PostgreSQL tests of `ui-sync`, of the server's store and routes (`ui-server`'s
+//!   `--lib` and `tests/database.rs`), of its sources on PostgreSQL (`tests/pg_sources.rs`)
+//!   and of two `uiblocks serve` instances (`ui-cli`'s `tests/instances.rs`), with
+//!   `UI_PG_REQUIRED`/`UI_SERVER_PG_REQUIRED` so none of them skips, run against a
+//!   throwaway cluster that it installs (apt) and
+//!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
@@ -184,15 +187,33 @@ fn ci(root: &Path) -> Result<(), String> {
                 env: &[("UI_SYNC_PG", conninfo)],
             },
         )?;
-        // Sources on the application's own PostgreSQL (`[connections.NAME]`): the same
-        // cluster; `UI_SERVER_PG_REQUIRED` turns a missing conninfo into a failure.
+        // The server's store, routes and sources on PostgreSQL (the sources also on the
+        // application's own PostgreSQL, `[connections.NAME]`: the same cluster);
+        // `UI_PG_REQUIRED` and `UI_SERVER_PG_REQUIRED` turn a missing database into a failure.
         run(
             root,
             &Step {
-                label: "test-postgres-sources",
+                label: "test-server-postgres",
                 program: "cargo",
-                args: &["test", "-p", "ui-server", "--test", "pg_sources", "--lib"],
-                env: &[("UI_SERVER_PG", conninfo), ("UI_SERVER_PG_REQUIRED", "1")],
+                args: &[
+                    "test", "-p", "ui-server", "--lib", "--test", "database", "--test", "pg_sources",
+                ],
+                env: &[
+                    ("UI_SYNC_PG", conninfo),
+                    ("UI_PG_REQUIRED", "1"),
+                    ("UI_SERVER_PG", conninfo),
+                    ("UI_SERVER_PG_REQUIRED", "1"),
+                ],
+            },
+        )?;
+        // Two `uiblocks serve` processes on one PostgreSQL database.
+        run(
+            root,
+            &Step {
+                label: "test-instances-postgres",
+                program: "cargo",
+                args: &["test", "-p", "ui-cli", "--test", "instances"],
+                env: &[("UI_SYNC_PG", conninfo), ("UI_PG_REQUIRED", "1")],
             },
         )
     })?;

@@ -1,7 +1,7 @@
 //! Small in-memory caches of what the store reads on every `ui.*` request, so that a
 //! cached `ui.query` answers without touching the database (see [`StoreCache`]).
 //!
-//! Correctness rests on four rules, kept by [`crate::store::SqliteUiStore`]:
+//! Correctness rests on four rules, kept by [`crate::store::ChatStore`]:
 //!
 //! - **Only settled facts are cached.** A chat (never changed once created), a finished
 //!   item whose UI state names its own chat as the author (its blocks, flags and author

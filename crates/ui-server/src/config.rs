@@ -62,8 +62,14 @@ pub enum SourcesConfig {
 #[non_exhaustive]
 pub struct ServerConfig {
     /// The SQLite file holding chats, items, blocks, frozen readings, answers, the
-    /// sources' tables and the change log (created when missing).
+    /// sources' tables and the change log (created when missing). Not used when
+    /// [`ServerConfig::postgres`] is set.
     pub database: PathBuf,
+    /// The server's database on PostgreSQL instead of the SQLite file
+    /// (`database.url = "postgres://…"`): chats, items, blocks, frozen readings, answers
+    /// and the change log live there, so several instances on one database behave as one
+    /// service. Default `None`.
+    pub postgres: Option<PostgresConfig>,
     /// The sources.
     pub sources: SourcesConfig,
     /// Serve the demo: cookie sessions for `alice` (project `web`) and `bob` (project
@@ -122,6 +128,34 @@ pub struct ServerConfig {
     pub metrics: MetricsConfig,
 }
 
+/// The server's database on PostgreSQL (see [`ServerConfig::postgres`]). Build it with
+/// [`PostgresConfig::new`] and set the fields.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PostgresConfig {
+    /// The connection string: a `postgres://user:password@host:port/dbname` URL (or a
+    /// libpq `key=value` string). Secret: it may hold a password.
+    pub url: Secret,
+    /// Connections of the store's pool at most (the change log opens five more of its
+    /// own). Default [`limits::DB_PG_POOL`].
+    pub pool: usize,
+    /// Longest database call: enforced by the client and, as `statement_timeout`,
+    /// `lock_timeout` and `idle_in_transaction_session_timeout`, inside the database.
+    /// Default [`limits::DB_PG_TIMEOUT`].
+    pub timeout: Duration,
+}
+
+impl PostgresConfig {
+    /// The database at `url` with the default pool size and timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresConfig {
+            url: Secret::new(url),
+            pool: limits::DB_PG_POOL,
+            timeout: limits::DB_PG_TIMEOUT,
+        }
+    }
+}
+
 /// A secret setting (a JWT key, a shared secret, a token): compared in constant time, and
 /// never printed by `Debug`.
 #[derive(Clone, PartialEq, Eq)]
@@ -156,11 +190,21 @@ impl std::fmt::Debug for Secret {
 }
 
 impl ServerConfig {
+    /// What the log and the start-up line say of the database: the SQLite file's path, or
+    /// the PostgreSQL URL without its password.
+    pub fn database_label(&self) -> String {
+        match &self.postgres {
+            Some(pg) => crate::pg::redacted(pg.url.expose()),
+            None => format!("sqlite://{}", self.database.display()),
+        }
+    }
+
     /// A configuration with the database at `database`, no sources, no demo, port 8080,
     /// and the default bounds of [`crate::limits`].
     pub fn new(database: impl Into<PathBuf>) -> Self {
         ServerConfig {
             database: database.into(),
+            postgres: None,
             sources: SourcesConfig::None,
             demo: false,
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),

@@ -40,6 +40,18 @@ impl From<DbError> for crate::error::ApiError {
 
 pub(crate) type DbResult<T> = Result<T, DbError>;
 
+/// One versioned migration of the store's tables: applied once, in version order, in
+/// one transaction with its row in `ui_migrations` (on SQLite and on PostgreSQL alike).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Migration {
+    /// The version (1, 2, …): a database records every version it applied.
+    pub(crate) version: i64,
+    /// What it does (the `ui_migrations.name` column).
+    pub(crate) name: &'static str,
+    /// The statements.
+    pub(crate) sql: &'static str,
+}
+
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(Duration::from_millis(DB_BUSY_TIMEOUT_MS))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -119,6 +131,46 @@ impl Db {
             readers: Pool::new(DB_READERS),
             sources: Pool::new(source_readers.max(1)),
         })
+    }
+
+    /// Applies the migrations the file has not recorded in `ui_migrations` yet, in version
+    /// order, each in one `IMMEDIATE` transaction with its row (another process opening
+    /// the same file waits, then sees them applied). A file made before migrations existed
+    /// has no `ui_migrations` table: every migration runs, the first one's
+    /// `CREATE … IF NOT EXISTS` finds its tables there, and the later ones upgrade them.
+    pub(crate) async fn migrate(&self, migrations: &'static [Migration]) -> DbResult<()> {
+        self.write(move |conn| {
+            conn.execute_batch(
+                "CREATE TABLE IF NOT EXISTS ui_migrations (
+                   version     INTEGER PRIMARY KEY,
+                   name        TEXT    NOT NULL,
+                   applied_at  INTEGER NOT NULL
+                 )",
+            )?;
+            for m in migrations {
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let done: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM ui_migrations WHERE version = ?1)",
+                    [m.version],
+                    |r| r.get(0),
+                )?;
+                if !done {
+                    tx.execute_batch(m.sql)?;
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                    tx.execute(
+                        "INSERT INTO ui_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+                        rusqlite::params![m.version, m.name, now],
+                    )?;
+                    tracing::info!(version = m.version, name = m.name, "database migrated");
+                }
+                tx.commit()?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// The database file.

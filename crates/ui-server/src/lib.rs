@@ -6,7 +6,10 @@
 //! `ChangeIndex` over the change feed, so live readings follow change events.
 //!
 //! - [`AppState`] is opened from a [`ServerConfig`]: one SQLite file for chats, items,
-//!   compiled blocks, frozen readings, answers, the sources' tables and the change log;
+//!   compiled blocks, frozen readings, answers, the sources' tables and the change log —
+//!   or a PostgreSQL database ([`ServerConfig::postgres`], `database.url`) for all of them
+//!   but the SQL sources, shared by several instances ([`ChatStore`]: every write and its
+//!   change event in one transaction; versioned migrations at start on both);
 //!   sources declared in TOML as SQL ([`TomlSources`]); the demo's cookie sessions
 //!   ([`DemoAuth`]) or a host's own [`Authenticator`].
 //! - [`router`] serves the routes below; [`serve`] binds `127.0.0.1:<port>` and serves
@@ -126,7 +129,10 @@
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
 //! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT
 //! crate that checks signatures, `exp`/`nbf`/`iss`/`aud` and reads JWKS, built with its
-//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed); `metrics` and
+//! pure-Rust `rust_crypto` backend so no aws-lc or OpenSSL C build is needed);
+//! tokio-postgres (`database.url = "postgres://…"`: the client `ui-sync`'s PostgreSQL log
+//! already uses, so a store write and its change event share one transaction; always
+//! built, so the released binary needs no build flag for PostgreSQL); `metrics` and
 //! `metrics-exporter-prometheus` for `/metrics` (the ecosystem's recording facade, which
 //! ui-host records through too, and its maintained Prometheus recorder, used without its
 //! HTTP listener; one recorder per server, see the `metrics` module's docs).
@@ -146,6 +152,7 @@ pub mod limits;
 mod metrics;
 mod page;
 mod recorders;
+mod pg;
 mod replies;
 mod routes;
 pub mod schema;
@@ -162,7 +169,7 @@ pub use auth::{
     SESSION_COOKIE, cookie_value,
 };
 pub use changes::SyncChanges;
-pub use config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
+pub use config::{ChatLimits, PostgresConfig, Secret, ServerConfig, SourcesConfig};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{
@@ -179,5 +186,5 @@ pub use settings::{ConfigError, env_name, load_config, parse_duration};
 pub use signin::{AuthConfig, JwtAlgorithm, JwtAuth, JwtConfig, JwtKey, ProxyAuth, ProxyConfig};
 pub use sources::{DEMO_SOURCES, DemoLinks, MAX_INSERT_ROWS, SourceInfo, SqlHost, TomlSources};
 pub use state::{AppBuilder, AppState, Readiness};
-pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, Role, SqliteUiStore};
+pub use store::{CHATS_SOURCE, Chat, ChatDetail, ChatItem, ChatStore, Role, SqliteUiStore};
 pub use view::{ViewAnswer, ViewChange, ViewPayload, evaluate as evaluate_view};

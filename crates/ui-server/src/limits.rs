@@ -73,6 +73,13 @@ pub const MAX_CACHED_ACCESS_BYTES: usize = 8 * 1024 * 1024;
 /// §3.6).
 pub const DB_BUSY_TIMEOUT_MS: u64 = 5_000;
 
+/// Connections of the store's pool on PostgreSQL at most (`database.pool`).
+pub const DB_PG_POOL: usize = 16;
+
+/// Longest call to the PostgreSQL database (`database.timeout`), enforced by the client
+/// and inside the database (`statement_timeout`).
+pub const DB_PG_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Frames buffered per event stream before its task waits for the socket (backpressure,
 /// `sync.md` §9.2).
 pub const STREAM_BUFFER_FRAMES: usize = 4;

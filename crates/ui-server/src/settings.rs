@@ -14,7 +14,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 use ui_core::{HostLimits, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 
-use crate::config::{ChatLimits, Secret, ServerConfig, SourcesConfig};
+use crate::config::{ChatLimits, PostgresConfig, Secret, ServerConfig, SourcesConfig};
 use crate::metrics::MIN_TOKEN_BYTES;
 use crate::signin::{AuthConfig, JwtAlgorithm, JwtConfig, JwtKey, ProxyConfig};
 
@@ -82,6 +82,9 @@ const KEYS: &[(&str, Kind)] = &[
     ("server.origins", Kind::StrList),
     ("server.secure_cookies", Kind::Bool),
     ("database.path", Kind::Str),
+    ("database.url", Kind::Str),
+    ("database.pool", Kind::Int),
+    ("database.timeout", Kind::Duration),
     ("sources.file", Kind::Str),
     ("connections.max", Kind::Int),
     ("connections.header_timeout", Kind::Duration),
@@ -362,6 +365,10 @@ struct ServerSection {
 #[serde(deny_unknown_fields, default)]
 struct DatabaseSection {
     path: Option<PathBuf>,
+    url: Option<String>,
+    pool: Option<usize>,
+    #[serde(deserialize_with = "duration")]
+    timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -449,8 +456,58 @@ impl FileConfig {
                 .unwrap_or_default(),
             message,
         };
-        let mut config =
-            ServerConfig::new(self.database.path.unwrap_or_else(|| "uiblocks.db".into()));
+        let database = self.database;
+        let mut config = ServerConfig::new("uiblocks.db");
+        match (database.url, database.path) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "database.url",
+                    "set database.url or database.path, not both".into(),
+                ));
+            }
+            (None, Some(path)) => config.database = path,
+            (None, None) => {}
+            (Some(url), None) => {
+                if let Some(path) = url.strip_prefix("sqlite://") {
+                    if path.is_empty() {
+                        return Err(bad("database.url", "`sqlite://` names no file".into()));
+                    }
+                    config.database = path.into();
+                } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                    if let Err(e) = url.parse::<tokio_postgres::Config>() {
+                        return Err(bad("database.url", format!("not a PostgreSQL URL: {e}")));
+                    }
+                    config.postgres = Some(PostgresConfig::new(url));
+                } else {
+                    return Err(bad(
+                        "database.url",
+                        "must start with sqlite:// or postgres://".into(),
+                    ));
+                }
+            }
+        }
+        if database.pool.is_some() || database.timeout.is_some() {
+            let Some(pg) = config.postgres.as_mut() else {
+                let key = if database.pool.is_some() {
+                    "database.pool"
+                } else {
+                    "database.timeout"
+                };
+                return Err(bad(key, "only for database.url = \"postgres://…\"".into()));
+            };
+            if let Some(pool) = database.pool {
+                if pool == 0 {
+                    return Err(bad("database.pool", "must be at least 1".into()));
+                }
+                pg.pool = pool;
+            }
+            if let Some(timeout) = database.timeout {
+                if timeout.is_zero() {
+                    return Err(bad("database.timeout", "must be above 0".into()));
+                }
+                pg.timeout = timeout;
+            }
+        }
         let server = self.server;
         if let Some(bind) = server.bind {
             config.bind = bind;
@@ -691,6 +748,62 @@ cookie = "app_token"
         assert_eq!(jwt.leeway, Duration::from_secs(10));
         assert_eq!(jwt.projects_claim, "teams");
         assert_eq!(jwt.cookie.as_deref(), Some("app_token"));
+    }
+
+    #[test]
+    fn the_database_url_names_sqlite_or_postgres() {
+        let config = load_config(
+            None,
+            env(&[("UIBLOCKS_DATABASE_URL", "sqlite:///srv/a.db")]),
+        )
+        .unwrap();
+        assert_eq!(config.database, PathBuf::from("/srv/a.db"));
+        assert_eq!(config.postgres, None);
+        let f = file(
+            "[database]\nurl = \"postgres://ui:pw@db.internal:5433/app\"\npool = 4\ntimeout = \"2s\"\n",
+        );
+        let config = load_config(Some(&f.0), env(&[])).unwrap();
+        let pg = config.postgres.clone().unwrap();
+        assert_eq!(pg.url.expose(), "postgres://ui:pw@db.internal:5433/app");
+        assert_eq!((pg.pool, pg.timeout), (4, Duration::from_secs(2)));
+        assert_eq!(
+            config.database_label(),
+            "postgres://ui@db.internal:5433/app",
+            "no password in what is printed"
+        );
+        assert!(!format!("{config:?}").contains("pw@"));
+        // The environment wins over the file.
+        let config = load_config(
+            Some(&f.0),
+            env(&[("UIBLOCKS_DATABASE_URL", "postgresql://other/db")]),
+        )
+        .unwrap();
+        assert_eq!(
+            config.postgres.unwrap().url.expose(),
+            "postgresql://other/db"
+        );
+    }
+
+    #[test]
+    fn bad_database_settings_are_named() {
+        let e = |vars: &[(&str, &str)]| load_config(None, env(vars)).unwrap_err().to_string();
+        assert!(e(&[("UIBLOCKS_DATABASE_URL", "mysql://x")]).contains("database.url"));
+        assert!(e(&[("UIBLOCKS_DATABASE_URL", "sqlite://")]).contains("database.url"));
+        assert!(
+            e(&[
+                ("UIBLOCKS_DATABASE_URL", "postgres://h/db"),
+                ("UIBLOCKS_DATABASE_PATH", "a.db")
+            ])
+            .contains("database.url")
+        );
+        assert!(e(&[("UIBLOCKS_DATABASE_POOL", "4")]).contains("database.pool"));
+        assert!(
+            e(&[
+                ("UIBLOCKS_DATABASE_URL", "postgres://h/db"),
+                ("UIBLOCKS_DATABASE_POOL", "0")
+            ])
+            .contains("database.pool")
+        );
     }
 
     #[test]

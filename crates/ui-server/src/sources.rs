@@ -531,7 +531,6 @@ impl TomlSources {
     ///
     /// # Errors
     /// [`ServerError::Config`] for a bad URL.
-    #[allow(dead_code)] // The server's database is SQLite until `database.url` lands.
     pub(crate) fn read_default_from(&mut self, url: &str) -> Result<(), ServerError> {
         let spec = ConnectionSpec::server(SERVER_CONNECTION, url).map_err(ServerError::Config)?;
         for def in &mut self.sources {
@@ -546,16 +545,23 @@ impl TomlSources {
         Ok(())
     }
 
-    /// Opens the named connections, runs `setup` on the server's database `db` (the
+    /// Opens the named connections, runs `setup` on the server's SQLite database `db` (the
     /// default connection) and checks every statement against its database: reads must be
     /// read-only queries, inserts must not be, and every parameter must name an argument
     /// (`:x`) or an access field (`@x`). `read_timeout` (the host's) becomes PostgreSQL's
-    /// `statement_timeout`.
+    /// `statement_timeout`. Without `db` (the server's database is PostgreSQL and
+    /// [`TomlSources::read_default_from`] gave every source a connection), `setup` and
+    /// write paths are refused: they belong to the SQLite store.
     pub(crate) async fn install(
         &mut self,
-        db: &Db,
+        db: Option<&Db>,
         read_timeout: std::time::Duration,
     ) -> Result<(), ServerError> {
+        let Some(db) = db else {
+            self.check_without_server_db()?;
+            self.pools = Some(Arc::new(self.open_connections(read_timeout).await?));
+            return self.check_connected().await;
+        };
         let pools = self.open_connections(read_timeout).await?;
         let setup = self.setup.clone();
         let defs: Vec<StatementCheck> = self
@@ -589,32 +595,70 @@ impl TomlSources {
             .map_err(|e| ServerError::Config(e.0))?;
         let mut server_access = server_access.into_iter();
         for def in &mut self.sources {
-            let Some(def) = Arc::get_mut(def) else {
-                continue;
-            };
-            match def.connection.clone() {
-                None => {
-                    def.access_params = server_access.next().unwrap_or_default();
-                }
-                Some(c) => {
-                    if let Some(pool) = pools.sqlite.get(&c) {
-                        let (name, sql, args) =
-                            (def.name.clone(), def.sql.clone(), properties(&def.args));
-                        def.access_params = pool
-                            .read(None, move |conn| {
-                                check_sqlite(conn, &name, &sql, &args, None)
-                            })
-                            .await
-                            .map_err(|e| ServerError::Config(e.0))?;
-                    } else if let Some(pool) = pools.pg.get(&c) {
-                        let (statement, access) = check_pg(pool, def).await?;
-                        def.access_params = access;
-                        def.pg = Some(statement);
-                    }
-                }
+            if def.connection.is_none()
+                && let Some(def) = Arc::get_mut(def)
+            {
+                def.access_params = server_access.next().unwrap_or_default();
             }
         }
         self.pools = Some(Arc::new(pools));
+        self.check_connected().await
+    }
+
+    /// Without the server's SQLite database: every source names a connection, and there
+    /// is no `setup` or write path.
+    fn check_without_server_db(&self) -> Result<(), ServerError> {
+        if self.setup.is_some() {
+            return Err(ServerError::Config(
+                "setup: runs on the server's SQLite database; with database.url = \
+                 \"postgres://…\" create the tables in your own migrations"
+                    .into(),
+            ));
+        }
+        for def in &self.sources {
+            if def.insert.is_some() {
+                return Err(ServerError::Config(format!(
+                    "source `{}`: insert: write paths go through the server's SQLite store; \
+                     with database.url = \"postgres://…\" write through your application \
+                     and record the change (POST /ui/changes or a NOTIFY channel)",
+                    def.name
+                )));
+            }
+            if def.connection.is_none() {
+                return Err(ServerError::Config(format!(
+                    "source `{}`: names no connection and the server has no SQLite database",
+                    def.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the statements of the sources that name a connection against it (after the
+    /// pools are open).
+    async fn check_connected(&mut self) -> Result<(), ServerError> {
+        let Some(pools) = self.pools.clone() else {
+            return Ok(());
+        };
+        for def in &mut self.sources {
+            let Some(def) = Arc::get_mut(def) else {
+                continue;
+            };
+            let Some(c) = def.connection.clone() else {
+                continue;
+            };
+            if let Some(pool) = pools.sqlite.get(&c) {
+                let (name, sql, args) = (def.name.clone(), def.sql.clone(), properties(&def.args));
+                def.access_params = pool
+                    .read(None, move |conn| check_sqlite(conn, &name, &sql, &args, None))
+                    .await
+                    .map_err(|e| ServerError::Config(e.0))?;
+            } else if let Some(pool) = pools.pg.get(&c) {
+                let (statement, access) = check_pg(pool, def).await?;
+                def.access_params = access;
+                def.pg = Some(statement);
+            }
+        }
         Ok(())
     }
 
@@ -679,12 +723,17 @@ impl TomlSources {
     }
 
     /// Registers one [`FnSource`] per declared source, reading from `db` (the server's
-    /// database) or its named connection.
-    pub(crate) fn registry(&self, db: &Db) -> Result<SourceRegistry, ServerError> {
+    /// SQLite database) or its named connection.
+    pub(crate) fn registry(&self, db: Option<&Db>) -> Result<SourceRegistry, ServerError> {
         let mut registry = SourceRegistry::new();
         for def in &self.sources {
             let reader = match (&def.connection, &self.pools) {
-                (None, _) => Reader::Server(db.clone()),
+                (None, _) => Reader::Server(db.cloned().ok_or_else(|| {
+                    ServerError::Config(format!(
+                        "source `{}`: names no connection and the server has no SQLite database",
+                        def.name
+                    ))
+                })?),
                 (Some(c), Some(pools)) => {
                     if let Some(pool) = pools.sqlite.get(c) {
                         Reader::Sqlite(Arc::clone(pool))
@@ -1371,7 +1420,7 @@ mod tests {
         );
         let mut sources = TomlSources::parse(&toml).unwrap();
         let e = sources
-            .install(&db, std::time::Duration::from_secs(8))
+            .install(Some(&db), std::time::Duration::from_secs(8))
             .await
             .unwrap_err()
             .to_string();
@@ -1382,7 +1431,7 @@ mod tests {
         );
         let e = TomlSources::parse(&missing)
             .unwrap()
-            .install(&db, std::time::Duration::from_secs(8))
+            .install(Some(&db), std::time::Duration::from_secs(8))
             .await
             .unwrap_err()
             .to_string();
@@ -1392,7 +1441,7 @@ mod tests {
             "[connections.app]\nurl = \"postgres://u@127.0.0.1:1/db\"\nconnect_timeout_ms = 2000",
         )
         .unwrap()
-        .install(&db, std::time::Duration::from_secs(8))
+        .install(Some(&db), std::time::Duration::from_secs(8))
         .await
         .unwrap_err()
         .to_string();
@@ -1413,10 +1462,10 @@ mod tests {
             .read_default_from(&format!("sqlite://{}", path.display()))
             .unwrap();
         sources
-            .install(&db, std::time::Duration::from_secs(8))
+            .install(Some(&db), std::time::Duration::from_secs(8))
             .await
             .unwrap();
-        let registry = sources.registry(&db).unwrap();
+        let registry = sources.registry(Some(&db)).unwrap();
         let got = registry
             .get("t")
             .unwrap()
@@ -1444,10 +1493,10 @@ mod tests {
             .unwrap();
         let mut sources = TomlSources::parse(&toml).unwrap();
         sources
-            .install(&db, std::time::Duration::from_secs(8))
+            .install(Some(&db), std::time::Duration::from_secs(8))
             .await
             .unwrap();
-        sources.registry(&db).unwrap()
+        sources.registry(Some(&db)).unwrap()
     }
 
     fn request(n: i64, cancel: tokio_util::sync::CancellationToken) -> ReadRequest {

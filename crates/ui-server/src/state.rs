@@ -21,9 +21,10 @@ use crate::db::Db;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
 use crate::metrics::{MeteredSource, Metrics, Snapshot};
+use crate::pg::PgDb;
 use crate::signin::{AuthConfig, JwtAuth, ProxyAuth};
 use crate::sources::{DemoLinks, SourceInfo, SqlHost, TomlSources};
-use crate::store::{SCHEMA, SqliteUiStore};
+use crate::store::{ChatStore, PG_MIGRATIONS, PgBackend, SQLITE_MIGRATIONS};
 
 /// Stripes of the per-item lock that keeps a reply's deltas in order.
 const REPLY_STRIPES: usize = 64;
@@ -42,8 +43,9 @@ pub(crate) struct ConnLimits {
 }
 
 struct Inner {
-    db: Db,
-    store: SqliteUiStore,
+    /// The SQLite file (`None` on PostgreSQL).
+    db: Option<Db>,
+    store: ChatStore,
     host: Arc<SqlHost>,
     sources: TomlSources,
     /// What the catalog tells agents of the sources registered in Rust.
@@ -207,33 +209,73 @@ impl AppBuilder {
         limits.ui = config.ui_limits;
         limits.reply = config.reply_limits;
         limits.sync = config.sync_limits;
-        // Source reads get a connection per read slot, apart from the store's.
-        let db = Db::open(
-            &config.database,
-            SCHEMA,
-            usize::try_from(limits.host.read_slots()).unwrap_or(usize::MAX),
-        )
-        .await?;
-        let mut sources = match &config.sources {
-            SourcesConfig::None => TomlSources::empty(),
-            SourcesConfig::File(path) => TomlSources::load(path)?,
-            SourcesConfig::Inline(text) => TomlSources::parse(text)?,
+        let read_timeout = Duration::from_millis(limits.host.read_timeout());
+        let (db, sources, sync, store) = match &config.postgres {
+            None => {
+                // Source reads get a connection per read slot, apart from the store's.
+                let db = Db::open(
+                    &config.database,
+                    "",
+                    usize::try_from(limits.host.read_slots()).unwrap_or(usize::MAX),
+                )
+                .await?;
+                db.migrate(SQLITE_MIGRATIONS).await.map_err(|e| {
+                    ServerError::Database(format!("{}: migrations: {e}", config.database.display()))
+                })?;
+                let mut sources = load_sources(&config.sources)?;
+                // The server's database is the sources' default connection; named ones
+                // open here.
+                sources.install(Some(&db), read_timeout).await?;
+                // The change log lives in the same file (its own tables, `ui_sync_*`).
+                let log = SqliteStore::open(&config.database).await?;
+                let sync =
+                    SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
+                let store = ChatStore::new(
+                    db.clone(),
+                    Some(sync.clone()),
+                    Arc::clone(&clock),
+                    chat_limits,
+                );
+                (Some(db), sources, sync, store)
+            }
+            Some(pg) => {
+                let url = pg.url.expose();
+                // Sources that name no connection read the server's PostgreSQL database.
+                let mut sources = load_sources(&config.sources)?;
+                sources.read_default_from(url)?;
+                sources.install(None, read_timeout).await?;
+                let pgdb = PgDb::open(url, pg.pool, pg.timeout, PG_MIGRATIONS).await?;
+                // The change log lives in the same database (its own tables, `ui_sync_*`).
+                let log = Arc::new(
+                    ui_sync::PgStore::connect_with(url, None, &config.sync_limits)
+                        .await
+                        .map_err(|e| {
+                            ServerError::Database(format!(
+                                "{}: the change log: {e}",
+                                crate::pg::redacted(url)
+                            ))
+                        })?,
+                );
+                let sync = SyncService::start(
+                    Arc::clone(&log) as Arc<dyn ui_sync::SyncStore>,
+                    config.sync_limits,
+                    Vec::new(),
+                )
+                .await?;
+                let store = ChatStore::new_pg(
+                    PgBackend {
+                        db: pgdb,
+                        log: Some(log),
+                    },
+                    Some(sync.clone()),
+                    Arc::clone(&clock),
+                    chat_limits,
+                );
+                (None, sources, sync, store)
+            }
         };
-        // The server's database is the sources' default connection; named ones open here.
-        sources
-            .install(&db, Duration::from_millis(limits.host.read_timeout()))
-            .await?;
-        // The change log lives in the same file (its own tables, `ui_sync_*`).
-        let log = SqliteStore::open(&config.database).await?;
-        let sync = SyncService::start(Arc::new(log), config.sync_limits, Vec::new()).await?;
         // Notifications on the sources' PostgreSQL channels become change events.
         sources.listen(&sync);
-        let store = SqliteUiStore::new(
-            db.clone(),
-            Some(sync.clone()),
-            Arc::clone(&clock),
-            chat_limits,
-        );
         let demo_sessions = match &config.auth {
             AuthConfig::Auto => config.demo,
             AuthConfig::Demo if !config.demo => {
@@ -257,7 +299,7 @@ impl AppBuilder {
                 .demo
                 .then(|| Arc::new(DemoLinks) as Arc<dyn LinkResolver>)
         });
-        let mut registry = sources.registry(&db)?;
+        let mut registry = sources.registry(db.as_ref())?;
         let rust_sources = register_rust_sources(&mut registry, self.rust_sources)?;
         let metrics = config.metrics.enabled.then(Metrics::new);
         if let Some(metrics) = &metrics {
@@ -340,7 +382,7 @@ impl AppState {
     }
 
     /// The store of chats and items.
-    pub fn store(&self) -> &SqliteUiStore {
+    pub fn store(&self) -> &ChatStore {
         &self.inner.store
     }
 
@@ -398,7 +440,7 @@ impl AppState {
     /// # Errors
     /// The database's failure, as text.
     pub async fn ping_database(&self) -> Result<(), String> {
-        self.inner.db.ping().await.map_err(|e| e.0)
+        self.inner.store.ping().await.map_err(|e| e.0)
     }
 
     /// Whether the instance can serve (`GET /readyz`): the database answers within 2 s, the
@@ -589,9 +631,11 @@ impl AppState {
     /// [`ServerError::Database`] when the checkpoint fails or another connection keeps
     /// it from completing.
     pub async fn checkpoint(&self) -> Result<(), ServerError> {
-        let busy = self
-            .inner
-            .db
+        // PostgreSQL keeps its own write-ahead log.
+        let Some(db) = &self.inner.db else {
+            return Ok(());
+        };
+        let busy = db
             .write(|conn| {
                 Ok(conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
                     r.get::<_, i64>(0)
@@ -683,5 +727,14 @@ mod tests {
         assert!(state.poll_token("first").is_ok());
         state.sync().shutdown().await;
         std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+/// The sources file or text of the configuration (none: no SQL sources).
+fn load_sources(config: &SourcesConfig) -> Result<TomlSources, ServerError> {
+    match config {
+        SourcesConfig::None => Ok(TomlSources::empty()),
+        SourcesConfig::File(path) => TomlSources::load(path),
+        SourcesConfig::Inline(text) => TomlSources::parse(text),
     }
 }

@@ -1,4 +1,4 @@
-//! [`SqliteUiStore`]: chats, items (text, streaming flag, compiled blocks, frozen readings,
+//! [`ChatStore`]: chats, items (text, streaming flag, compiled blocks, frozen readings,
 //! answers, the origin of choice messages) and captured access in the application's
 //! SQLite file; the durable [`UiStore`] of the host service.
 //!
@@ -29,8 +29,12 @@ use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
 use crate::cache::{CachedChat, ItemFacts, StoreCache, item_key};
 use crate::config::ChatLimits;
-use crate::db::{Db, DbError, DbResult};
+use crate::db::{Db, DbError, DbResult, Migration};
 use crate::error::{ApiError, ErrorCode};
+
+#[path = "store_pg.rs"]
+mod pg;
+pub(crate) use pg::{PG_MIGRATIONS, PgBackend};
 
 /// The source name of chat change events (a host namespace, `sync.md` §3.1).
 pub const CHATS_SOURCE: &str = "host.chats";
@@ -68,6 +72,33 @@ CREATE TABLE IF NOT EXISTS ui_access (
   FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
 );
 ";
+
+/// The store's tables on SQLite, by version: [`SCHEMA`] as it was before migrations
+/// existed, then what changed since (the same versions as on PostgreSQL).
+pub(crate) const SQLITE_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "chats, items and captured access",
+        sql: SCHEMA,
+    },
+    Migration {
+        version: 2,
+        name: "one message per choice",
+        sql: "
+ALTER TABLE ui_items ADD COLUMN choice_key TEXT;
+UPDATE ui_items SET choice_key = json_array(
+    json_extract(ui_choice, '$.itemId'), json_extract(ui_choice, '$.blockId'),
+    json_extract(ui_choice, '$.revision'))
+  WHERE ui_choice IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS ui_items_choice ON ui_items (chat_id, choice_key);",
+    },
+];
+
+/// What makes a choice's message unique in its chat: the block and revision it answers
+/// (`ui_items.choice_key`, a JSON array as SQLite's `json_array` writes it).
+fn choice_key(o: &ChoiceOrigin) -> String {
+    serde_json::to_string(&[&o.item_id, &o.block_id, &o.revision]).unwrap_or_default()
+}
 
 /// Who wrote an item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -210,6 +241,42 @@ pub(crate) struct ChatRow {
 pub(crate) struct WriteScope {
     rs: Option<RequestSource>,
     drafts: Mutex<Vec<ChangeDraft>>,
+    /// The highest cursor of the events the writes appended in their own transactions.
+    cursor: Mutex<Option<Cursor>>,
+}
+
+impl WriteScope {
+    fn committed(&self, cursor: Cursor) {
+        let mut c = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        if c.as_ref().is_none_or(|c| c.seq < cursor.seq) {
+            *c = Some(cursor);
+        }
+    }
+}
+
+/// What the writes of a [`write_scope`] left to record: the change events to record
+/// after the commit, and the cursor of those already appended with their write.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    pub(crate) drafts: Vec<ChangeDraft>,
+    pub(crate) cursor: Option<Cursor>,
+}
+
+impl From<Vec<ChangeDraft>> for Pending {
+    fn from(drafts: Vec<ChangeDraft>) -> Self {
+        Pending {
+            drafts,
+            cursor: None,
+        }
+    }
+}
+
+impl IntoIterator for Pending {
+    type Item = ChangeDraft;
+    type IntoIter = std::vec::IntoIter<ChangeDraft>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.drafts.into_iter()
+    }
 }
 
 tokio::task_local! {
@@ -217,24 +284,34 @@ tokio::task_local! {
 }
 
 /// Runs `fut` collecting the change events the store records into a list (with `rs` as
-/// their request source) instead of recording them; returns the output and the drafts.
+/// their request source) instead of recording them; returns the output and what is left
+/// to record (on PostgreSQL the store appends each write's event in the write's own
+/// transaction: then only its cursor is left).
 pub(crate) async fn write_scope<F: Future>(
     rs: Option<RequestSource>,
     fut: F,
-) -> (F::Output, Vec<ChangeDraft>) {
+) -> (F::Output, Pending) {
     let scope = WriteScope {
         rs,
         drafts: Mutex::new(Vec::new()),
+        cursor: Mutex::new(None),
     };
     WRITE
         .scope(scope, async {
             let out = fut.await;
-            let drafts = WRITE
-                .try_with(|s| {
-                    std::mem::take(&mut *s.drafts.lock().unwrap_or_else(PoisonError::into_inner))
+            let pending = WRITE
+                .try_with(|s| Pending {
+                    drafts: std::mem::take(
+                        &mut *s.drafts.lock().unwrap_or_else(PoisonError::into_inner),
+                    ),
+                    cursor: s
+                        .cursor
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take(),
                 })
                 .unwrap_or_default();
-            (out, drafts)
+            (out, pending)
         })
         .await
 }
@@ -244,9 +321,11 @@ pub(crate) fn scope_source() -> Option<RequestSource> {
     WRITE.try_with(|s| s.rs.clone()).ok().flatten()
 }
 
-/// Records `drafts` (deduplicated) at once — they share one coalescing window — and
-/// waits for their rows; the highest cursor.
-pub(crate) async fn record_all(sync: &SyncService, drafts: Vec<ChangeDraft>) -> Option<Cursor> {
+/// Records the drafts of `pending` (deduplicated) at once — they share one coalescing
+/// window — and waits for their rows; the highest cursor (of those and of the events
+/// already appended).
+pub(crate) async fn record_all(sync: &SyncService, pending: impl Into<Pending>) -> Option<Cursor> {
+    let Pending { drafts, cursor } = pending.into();
     let mut unique: Vec<ChangeDraft> = Vec::new();
     for d in drafts {
         if !unique.contains(&d) {
@@ -257,6 +336,7 @@ pub(crate) async fn record_all(sync: &SyncService, drafts: Vec<ChangeDraft>) -> 
         .await
         .into_iter()
         .flatten()
+        .chain(cursor)
         .max_by_key(|c| c.seq)
 }
 
@@ -441,26 +521,40 @@ fn chat_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatRow> {
     })
 }
 
-/// The chats, items and captured access of the server, in the application's SQLite file.
-/// Cheap to clone.
+/// The server's database: the SQLite file or a PostgreSQL database.
 #[derive(Clone)]
-pub struct SqliteUiStore {
-    db: Db,
+enum Backend {
+    Sqlite(Db),
+    Pg(PgBackend),
+}
+
+/// The chats, items and captured access of the server, in the server's database (the
+/// SQLite file, or PostgreSQL with `database.url = "postgres://…"`: the same answers, the
+/// same tests). Cheap to clone.
+#[derive(Clone)]
+pub struct ChatStore {
+    backend: Backend,
     feed: Option<SyncService>,
     cache: Arc<StoreCache>,
     clock: Arc<dyn HostClock>,
     limits: ChatLimits,
 }
 
-impl std::fmt::Debug for SqliteUiStore {
+impl std::fmt::Debug for ChatStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteUiStore")
-            .field("path", &self.db.path())
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("ChatStore");
+        match &self.backend {
+            Backend::Sqlite(db) => d.field("path", &db.path()),
+            Backend::Pg(pg) => d.field("postgres", &pg.db),
+        };
+        d.finish_non_exhaustive()
     }
 }
 
-/// What [`SqliteUiStore::update_reply`] writes.
+/// The store's former name, from when it lived in SQLite only.
+pub type SqliteUiStore = ChatStore;
+
+/// What [`ChatStore::update_reply`] writes.
 #[derive(Debug, Clone)]
 pub(crate) struct ReplyUpdate {
     pub(crate) text: String,
@@ -468,19 +562,54 @@ pub(crate) struct ReplyUpdate {
     pub(crate) streaming: bool,
 }
 
-impl SqliteUiStore {
+impl ChatStore {
     pub(crate) fn new(
         db: Db,
         feed: Option<SyncService>,
         clock: Arc<dyn HostClock>,
         limits: ChatLimits,
     ) -> Self {
-        SqliteUiStore {
-            db,
+        ChatStore {
+            backend: Backend::Sqlite(db),
             feed,
             cache: Arc::new(StoreCache::default()),
             clock,
             limits,
+        }
+    }
+
+    /// The store on PostgreSQL: `pg` holds its tables (migrated) and, with a feed, the
+    /// feed's log, to which every write appends its change event in its own transaction.
+    pub(crate) fn new_pg(
+        pg: PgBackend,
+        feed: Option<SyncService>,
+        clock: Arc<dyn HostClock>,
+        limits: ChatLimits,
+    ) -> Self {
+        ChatStore {
+            backend: Backend::Pg(pg),
+            feed,
+            cache: Arc::new(StoreCache::default()),
+            clock,
+            limits,
+        }
+    }
+
+    /// The SQLite database, when the store lives there.
+    #[cfg(test)]
+    pub(crate) fn sqlite(&self) -> Option<&Db> {
+        match &self.backend {
+            Backend::Sqlite(db) => Some(db),
+            Backend::Pg(_) => None,
+        }
+    }
+
+    /// Runs `SELECT 1` on the database (the readiness probe).
+    pub(crate) async fn ping(&self) -> DbResult<()> {
+        match &self.backend {
+            // A fresh connection: a pooled one would still read a removed file.
+            Backend::Sqlite(db) => db.ping().await,
+            Backend::Pg(pg) => self.pg_ping(pg).await,
         }
     }
 
@@ -539,38 +668,47 @@ impl SqliteUiStore {
             project: project.to_owned(),
             created_at: self.clock.now_ms(),
         };
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                self.pg_create_chat(pg, &chat, owner).await?;
+                return Ok(chat);
+            }
+        };
         let (c, o) = (chat.clone(), owner.to_owned());
-        self.db
-            .write(move |conn| {
-                conn.execute(
-                    "INSERT INTO ui_chats (id, owner, project, title, created_at) \
+        db.write(move |conn| {
+            conn.execute(
+                "INSERT INTO ui_chats (id, owner, project, title, created_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![c.id, o, c.project, c.title, c.created_at as i64],
-                )?;
-                Ok(())
-            })
-            .await?;
+                params![c.id, o, c.project, c.title, c.created_at as i64],
+            )?;
+            Ok(())
+        })
+        .await?;
         self.touched(&chat.id, owner);
         Ok(chat)
     }
 
     /// The chats of `owner`, newest first.
     pub(crate) async fn chats_of(&self, owner: &str) -> DbResult<Vec<Chat>> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => return self.pg_chats_of(pg, owner).await,
+        };
         let owner = owner.to_owned();
-        self.db
-            .read(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT id, title, project, created_at, owner FROM ui_chats \
+        db.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, title, project, created_at, owner FROM ui_chats \
                      WHERE owner = ?1 ORDER BY created_at DESC, id",
-                )?;
-                let rows = stmt.query_map(params![owner], chat_row)?;
-                Ok(rows
-                    .collect::<rusqlite::Result<Vec<_>>>()?
-                    .into_iter()
-                    .map(|r| r.chat)
-                    .collect())
-            })
-            .await
+            )?;
+            let rows = stmt.query_map(params![owner], chat_row)?;
+            Ok(rows
+                .collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .map(|r| r.chat)
+                .collect())
+        })
+        .await
     }
 
     /// The chat `chat_id` with its owner and the host's [`ChatInfo`] (cached: chats never
@@ -581,16 +719,19 @@ impl SqliteUiStore {
         }
         let ticket = self.cache.chats.ticket();
         let id = chat_id.to_owned();
-        let row = self
-            .db
-            .read(move |c| {
-                Ok(c.prepare_cached(
-                    "SELECT id, title, project, created_at, owner FROM ui_chats WHERE id = ?1",
-                )?
-                .query_row(params![id], chat_row)
-                .optional()?)
-            })
-            .await?;
+        let row = match &self.backend {
+            Backend::Sqlite(db) => {
+                db.read(move |c| {
+                    Ok(c.prepare_cached(
+                        "SELECT id, title, project, created_at, owner FROM ui_chats WHERE id = ?1",
+                    )?
+                    .query_row(params![id], chat_row)
+                    .optional()?)
+                })
+                .await?
+            }
+            Backend::Pg(pg) => self.pg_chat_row(pg, chat_id).await?,
+        };
         let Some(row) = row else {
             return Ok(None);
         };
@@ -620,45 +761,46 @@ impl SqliteUiStore {
         before: Option<&str>,
         limit: usize,
     ) -> DbResult<Option<ItemPage>> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => return self.pg_items_page(pg, chat_id, before, limit).await,
+        };
         let (id, before) = (chat_id.to_owned(), before.map(str::to_owned));
         let max_bytes = self.limits.page_bytes;
-        self.db
-            .read(move |c| {
-                let below = match before {
-                    None => i64::MAX,
-                    Some(before) => {
-                        let pos = c
-                            .prepare_cached(
-                                "SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2",
-                            )?
-                            .query_row(params![id, before], |r| r.get::<_, i64>(0))
-                            .optional()?;
-                        match pos {
-                            Some(pos) => pos,
-                            None => return Ok(None),
-                        }
+        db.read(move |c| {
+            let below = match before {
+                None => i64::MAX,
+                Some(before) => {
+                    let pos = c
+                        .prepare_cached("SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2")?
+                        .query_row(params![id, before], |r| r.get::<_, i64>(0))
+                        .optional()?;
+                    match pos {
+                        Some(pos) => pos,
+                        None => return Ok(None),
                     }
-                };
-                let mut stmt = c.prepare_cached(&format!(
-                    "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND pos < ?2 \
-                     ORDER BY pos DESC"
-                ))?;
-                let mut rows = stmt.query(params![id, below])?;
-                let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
-                while let Some(row) = rows.next()? {
-                    let row = item_row(row)?;
-                    let weight = row.weight();
-                    if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
-                        more = true;
-                        break;
-                    }
-                    bytes += weight;
-                    items.push(row.into_item()?);
                 }
-                items.reverse();
-                Ok(Some(ItemPage { items, more }))
-            })
-            .await
+            };
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {ITEM_COLUMNS} FROM ui_items WHERE chat_id = ?1 AND pos < ?2 \
+                     ORDER BY pos DESC"
+            ))?;
+            let mut rows = stmt.query(params![id, below])?;
+            let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
+            while let Some(row) = rows.next()? {
+                let row = item_row(row)?;
+                let weight = row.weight();
+                if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
+                    more = true;
+                    break;
+                }
+                bytes += weight;
+                items.push(row.into_item()?);
+            }
+            items.reverse();
+            Ok(Some(ItemPage { items, more }))
+        })
+        .await
     }
 
     /// The item `item_id` of `chat_id` as a page reads it.
@@ -667,9 +809,18 @@ impl SqliteUiStore {
         chat_id: &str,
         item_id: &str,
     ) -> DbResult<Option<ChatItem>> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_item_row(pg, chat_id, item_id)
+                    .await?
+                    .map(ItemRow::into_item)
+                    .transpose();
+            }
+        };
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        self.db
-            .read(move |conn| load_item(conn, &c, &i)?.map(ItemRow::into_item).transpose())
+        db.read(move |conn| load_item(conn, &c, &i)?.map(ItemRow::into_item).transpose())
             .await
     }
 
@@ -696,31 +847,37 @@ impl SqliteUiStore {
             ui_answers: IndexMap::new(),
             ui_choice: None,
         };
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                self.pg_add_item(pg, chat_id, &item).await?;
+                return Ok(item);
+            }
+        };
         let (chat, it, max) = (chat_id.to_owned(), item.clone(), self.limits.chat_items);
-        self.db
-            .write(move |conn| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                if let Err(e) = check_room(&tx, &chat, max) {
-                    return Ok(Err(e));
-                }
-                tx.execute(
-                    "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, created_at) \
+        db.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Err(e) = check_room(&tx, &chat, max) {
+                return Ok(Err(e));
+            }
+            tx.execute(
+                "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, created_at) \
                      VALUES (?1, ?2, \
                        (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
                        ?3, ?4, ?5, ?6)",
-                    params![
-                        chat,
-                        it.id,
-                        it.role.as_str(),
-                        it.text,
-                        it.streaming,
-                        it.created_at as i64
-                    ],
-                )?;
-                tx.commit()?;
-                Ok(Ok(()))
-            })
-            .await??;
+                params![
+                    chat,
+                    it.id,
+                    it.role.as_str(),
+                    it.text,
+                    it.streaming,
+                    it.created_at as i64
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await??;
         self.touch(chat_id).await;
         Ok(item)
     }
@@ -732,23 +889,26 @@ impl SqliteUiStore {
         item_id: &str,
         update: ReplyUpdate,
     ) -> DbResult<()> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => return self.pg_update_reply(pg, chat_id, item_id, update).await,
+        };
         let blocks = json_text(&update.blocks)?;
         let (c, i, cache) = (
             chat_id.to_owned(),
             item_id.to_owned(),
             Arc::clone(&self.cache),
         );
-        self.db
-            .write(move |conn| {
-                conn.prepare_cached(
-                    "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5 \
+        db.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5 \
                      WHERE chat_id = ?1 AND id = ?2",
-                )?
-                .execute(params![c, i, update.text, blocks, update.streaming])?;
-                Self::item_written(&cache, &c, &i);
-                Ok(())
-            })
-            .await?;
+            )?
+            .execute(params![c, i, update.text, blocks, update.streaming])?;
+            Self::item_written(&cache, &c, &i);
+            Ok(())
+        })
+        .await?;
         self.touch(chat_id).await;
         Ok(())
     }
@@ -759,14 +919,23 @@ impl SqliteUiStore {
         chat_id: &str,
         item_id: &str,
     ) -> DbResult<Option<StoredItem>> {
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        self.db
-            .read(move |conn| {
-                load_item(conn, &c, &i)?
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_item_row(pg, chat_id, item_id)
+                    .await?
                     .map(ItemRow::into_stored)
-                    .transpose()
-            })
-            .await
+                    .transpose();
+            }
+        };
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        db.read(move |conn| {
+            load_item(conn, &c, &i)?
+                .map(ItemRow::into_stored)
+                .transpose()
+        })
+        .await
     }
 
     /// The block `block_id` of the item with the item's flags and author (`UiStore::block`).
@@ -786,19 +955,22 @@ impl SqliteUiStore {
         let with_access = self.cache.access.get(&key).is_none();
         let (item_ticket, access_ticket) = (self.cache.items.ticket(), self.cache.access.ticket());
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        let (facts, access) = self
-            .db
-            .read(move |conn| {
-                let tx = conn.unchecked_transaction()?;
-                let facts = load_facts(&tx, &c, &i)?;
-                let access = match &facts {
-                    Some(_) if with_access => Some(load_access(&tx, &c, &i)),
-                    _ => None,
-                };
-                tx.finish()?;
-                Ok((facts, access))
-            })
-            .await?;
+        let (facts, access) = match &self.backend {
+            Backend::Sqlite(db) => {
+                db.read(move |conn| {
+                    let tx = conn.unchecked_transaction()?;
+                    let facts = load_facts(&tx, &c, &i)?;
+                    let access = match &facts {
+                        Some(_) if with_access => Some(load_access(&tx, &c, &i)),
+                        _ => None,
+                    };
+                    tx.finish()?;
+                    Ok((facts, access))
+                })
+                .await?
+            }
+            Backend::Pg(pg) => self.pg_facts(pg, chat_id, item_id, with_access).await?,
+        };
         if let Some((AccessRecord::Granted(access), weight)) = access.map(access_record) {
             self.cache
                 .access
@@ -824,19 +996,23 @@ impl SqliteUiStore {
         R: Send + 'static,
         F: FnOnce(&rusqlite::Transaction<'_>) -> DbResult<R> + Send + 'static,
     {
-        self.db
-            .write(move |conn| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let out = f(&tx)?;
-                tx.commit()?;
-                Ok(out)
-            })
-            .await
+        let Backend::Sqlite(db) = &self.backend else {
+            return Err(DbError(
+                "the sources' write path needs the SQLite database".into(),
+            ));
+        };
+        db.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
     }
 }
 
 #[async_trait]
-impl UiStore for SqliteUiStore {
+impl UiStore for ChatStore {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
         Some(self.chat(chat_id).await.ok()??.info.clone())
     }
@@ -853,19 +1029,27 @@ impl UiStore for SqliteUiStore {
     }
 
     async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_has_newer_item(pg, chat_id, item_id)
+                    .await
+                    .unwrap_or(false);
+            }
+        };
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        self.db
-            .read(move |conn| {
-                Ok(conn
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
+        db.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
                            AND role = 'assistant' AND parent_tool_use_id IS NULL \
                            AND pos > (SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2))",
-                    )?
-                    .query_row(params![c, i], |r| r.get(0))?)
-            })
-            .await
-            .unwrap_or(false)
+                )?
+                .query_row(params![c, i], |r| r.get(0))?)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// A granted access from the cache; anything else from the database (absent and denied
@@ -877,7 +1061,10 @@ impl UiStore for SqliteUiStore {
         }
         let ticket = self.cache.access.ticket();
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        let row = self.db.read(move |conn| load_access(conn, &c, &i)).await;
+        let row = match &self.backend {
+            Backend::Sqlite(db) => db.read(move |conn| load_access(conn, &c, &i)).await,
+            Backend::Pg(pg) => self.pg_load_access(pg, chat_id, item_id).await,
+        };
         let (access, weight) = access_record(row);
         if let AccessRecord::Granted(granted) = &access {
             self.cache
@@ -899,21 +1086,29 @@ impl UiStore for SqliteUiStore {
             Arc::clone(&self.cache),
         );
         let text = access.map(|a| a.to_js_json());
-        self.db
-            .write(move |conn| {
-                let written = conn
-                    .prepare_cached(
-                        "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_set_access(pg, chat_id, item_id, text)
+                    .await
+                    .map_err(store_error);
+            }
+        };
+        db.write(move |conn| {
+            let written = conn
+                .prepare_cached(
+                    "INSERT INTO ui_access (chat_id, item_id, access) VALUES (?1, ?2, ?3) \
                          ON CONFLICT (chat_id, item_id) DO UPDATE SET access = excluded.access",
-                    )
-                    .and_then(|mut s| s.execute(params![c, i, text]));
-                // Dropped even when the write failed: what it left is unknown.
-                cache.access.invalidate(&item_key(&c, &i));
-                written?;
-                Ok(())
-            })
-            .await
-            .map_err(store_error)
+                )
+                .and_then(|mut s| s.execute(params![c, i, text]));
+            // Dropped even when the write failed: what it left is unknown.
+            cache.access.invalidate(&item_key(&c, &i));
+            written?;
+            Ok(())
+        })
+        .await
+        .map_err(store_error)
     }
 
     async fn set_ui_queries(
@@ -922,14 +1117,22 @@ impl UiStore for SqliteUiStore {
         item_id: &str,
         state: UiQueryState,
     ) -> Result<(), StoreError> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_set_ui_queries(pg, chat_id, item_id, &state)
+                    .await
+                    .map_err(store_error);
+            }
+        };
         let text = json_text(&state).map_err(store_error)?;
         let (c, i, cache) = (
             chat_id.to_owned(),
             item_id.to_owned(),
             Arc::clone(&self.cache),
         );
-        let written = self
-            .db
+        let written = db
             .write(move |conn| {
                 let written = conn
                     .prepare_cached(
@@ -953,31 +1156,27 @@ impl UiStore for SqliteUiStore {
         origin: &ChoiceOrigin,
         context: &str,
     ) -> Result<SendResult, StoreError> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => return self.pg_send_choice(pg, chat_id, origin, context).await,
+        };
         let (c, o, text) = (chat_id.to_owned(), origin.clone(), context.to_owned());
-        let (max, now) = (self.limits.chat_items, self.clock.now_ms());
-        let sent = self
-            .db
+        let (max, now, key) = (
+            self.limits.chat_items,
+            self.clock.now_ms(),
+            choice_key(origin),
+        );
+        let sent = db
             .write(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 // A message already logged for this block and revision is the answer
                 // (crash recovery, `host.md` §12.1 step 4).
-                let mut existing = false;
-                {
-                    let mut stmt = tx.prepare(
-                        "SELECT ui_choice FROM ui_items WHERE chat_id = ?1 AND role = 'user' \
-                         AND ui_choice IS NOT NULL",
-                    )?;
-                    let rows = stmt.query_map(params![c], |r| r.get::<_, String>(0))?;
-                    for row in rows {
-                        let prior: ChoiceOrigin = parse_json(&row?)?;
-                        if prior.item_id == o.item_id
-                            && prior.block_id == o.block_id
-                            && prior.revision == o.revision
-                        {
-                            existing = true;
-                        }
-                    }
-                }
+                let existing: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
+                       AND choice_key = ?2)",
+                    params![c, key],
+                    |r| r.get(0),
+                )?;
                 let queued: bool = tx.query_row(
                     "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
                        AND role = 'assistant' AND streaming = 1)",
@@ -996,11 +1195,11 @@ impl UiStore for SqliteUiStore {
                     }
                     tx.execute(
                         "INSERT INTO ui_items (chat_id, id, pos, role, text, streaming, \
-                           created_at, ui_choice) \
+                           created_at, ui_choice, choice_key) \
                          VALUES (?1, ?2, \
                            (SELECT COALESCE(MAX(pos), 0) + 1 FROM ui_items WHERE chat_id = ?1), \
-                           'user', ?3, 0, ?4, ?5)",
-                        params![c, new_id(), text, now as i64, json_text(&o)?],
+                           'user', ?3, 0, ?4, ?5, ?6)",
+                        params![c, new_id(), text, now as i64, json_text(&o)?, key],
                     )?;
                 }
                 tx.commit()?;
@@ -1016,9 +1215,17 @@ impl UiStore for SqliteUiStore {
     }
 
     async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_record_answer(pg, chat_id, answer)
+                    .await
+                    .map_err(store_error);
+            }
+        };
         let (c, a, cache) = (chat_id.to_owned(), answer, Arc::clone(&self.cache));
-        let written = self
-            .db
+        let written = db
             .write(move |conn| {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let text: Option<String> = tx
@@ -1061,14 +1268,42 @@ mod tests {
     use super::*;
 
     struct Fixture {
-        store: SqliteUiStore,
+        store: ChatStore,
         dir: std::path::PathBuf,
+        pg: Option<crate::pg::test_db::TestDb>,
     }
 
     impl Drop for Fixture {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+
+    impl Fixture {
+        async fn finish(mut self) {
+            if let Some(pg) = self.pg.take() {
+                pg.finish().await;
+            }
+        }
+    }
+
+    /// The store on a fresh PostgreSQL database of the test cluster (`None`: no cluster,
+    /// see [`crate::pg::test_db::cluster`]).
+    async fn pg_fixture(tag: &str) -> Option<Fixture> {
+        let pg = crate::pg::test_db::fresh(tag).await?;
+        let db = crate::pg::PgDb::open(&pg.url, 4, Duration::from_secs(5), PG_MIGRATIONS)
+            .await
+            .unwrap();
+        Some(Fixture {
+            store: ChatStore::new_pg(
+                PgBackend { db, log: None },
+                None,
+                Arc::new(TokioClock::new()),
+                ChatLimits::default(),
+            ),
+            dir: std::env::temp_dir().join(format!("ui-server-store-pg-{}", new_id())),
+            pg: Some(pg),
+        })
     }
 
     async fn fixture(tag: &str) -> Fixture {
@@ -1078,10 +1313,12 @@ mod tests {
             new_id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let db = Db::open(&dir.join("app.db"), SCHEMA, 2).await.unwrap();
+        let db = Db::open(&dir.join("app.db"), "", 2).await.unwrap();
+        db.migrate(SQLITE_MIGRATIONS).await.unwrap();
         Fixture {
-            store: SqliteUiStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default()),
+            store: ChatStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default()),
             dir,
+            pg: None,
         }
     }
 
@@ -1122,7 +1359,17 @@ mod tests {
 
     #[tokio::test]
     async fn only_settled_facts_are_cached_and_writes_drop_them() {
-        let f = fixture("writes").await;
+        settled_facts(fixture("writes").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_settled_facts_are_cached_and_writes_drop_them_on_postgres() {
+        if let Some(f) = pg_fixture("writes").await {
+            settled_facts(f).await;
+        }
+    }
+
+    async fn settled_facts(f: Fixture) {
         let store = &f.store;
         let chat = store.create_chat("alice", "web", "t").await.unwrap();
         let item = store
@@ -1206,11 +1453,22 @@ mod tests {
         assert_eq!(data.get("owner").and_then(Value::as_str), Some("alice"));
         assert_eq!(data.get("project").and_then(Value::as_str), Some("web"));
         assert!(store.cache.chats.get(c).is_some());
+        f.finish().await;
     }
 
     #[tokio::test]
     async fn entries_belong_to_their_chat() {
-        let f = fixture("isolation").await;
+        isolation(fixture("isolation").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn entries_belong_to_their_chat_on_postgres() {
+        if let Some(f) = pg_fixture("isolation").await {
+            isolation(f).await;
+        }
+    }
+
+    async fn isolation(f: Fixture) {
         let store = &f.store;
         let alice = store.create_chat("alice", "web", "a").await.unwrap();
         let bob = store.create_chat("bob", "ops", "b").await.unwrap();
@@ -1260,6 +1518,290 @@ mod tests {
         assert_eq!(store.access(&bob.id, &item.id).await, AccessRecord::Absent);
         assert_eq!(store.chat(&bob.id).await.unwrap().unwrap().row.owner, "bob");
         assert!(store.chat("missing").await.unwrap().is_none());
+        f.finish().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chats_items_choices_and_answers() {
+        chats_items_choices(fixture("items").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chats_items_choices_and_answers_on_postgres() {
+        if let Some(f) = pg_fixture("items").await {
+            chats_items_choices(f).await;
+        }
+    }
+
+    fn ids(page: &ItemPage) -> Vec<&str> {
+        page.items.iter().map(|i| i.id.as_str()).collect()
+    }
+
+    async fn chats_items_choices(f: Fixture) {
+        let store = &f.store;
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        store.create_chat("alice", "web", "u").await.unwrap();
+        assert_eq!(store.chats_of("alice").await.unwrap().len(), 2);
+        assert!(store.chats_of("bob").await.unwrap().is_empty());
+        let c = chat.id.as_str();
+        let m = store.add_item(c, Role::User, "hi", false).await.unwrap();
+        let r = store.add_item(c, Role::Assistant, "", true).await.unwrap();
+        assert!(
+            store
+                .stored_item(c, &r.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .streaming
+        );
+        store
+            .update_reply(c, &r.id, finished(&r.id, "one"))
+            .await
+            .unwrap();
+        let read = store.chat_item(c, &r.id).await.unwrap().unwrap();
+        assert_eq!(
+            (read.text.as_str(), read.streaming, read.ui.len()),
+            ("one", false, 1)
+        );
+
+        // Pages, newest first as far as they go.
+        let page = store.items_page(c, None, 10).await.unwrap().unwrap();
+        assert_eq!(ids(&page), [m.id.as_str(), r.id.as_str()]);
+        assert!(!page.more);
+        let page = store.items_page(c, None, 1).await.unwrap().unwrap();
+        assert_eq!((ids(&page), page.more), (vec![r.id.as_str()], true));
+        let page = store.items_page(c, Some(&r.id), 1).await.unwrap().unwrap();
+        assert_eq!((ids(&page), page.more), (vec![m.id.as_str()], false));
+        assert!(
+            store
+                .items_page(c, Some("missing"), 1)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(store.has_newer_item(c, &m.id).await);
+        assert!(!store.has_newer_item(c, &r.id).await);
+
+        // Frozen readings.
+        store
+            .set_ui_queries(c, &r.id, authored_by(c))
+            .await
+            .unwrap();
+        let read = store.chat_item(c, &r.id).await.unwrap().unwrap();
+        assert_eq!(read.ui_queries, Some(authored_by(c)));
+
+        // A choice becomes one message, however often (and however concurrently) it is
+        // sent.
+        let block = final_blocks(&r.id, "one")[0].clone();
+        let origin = ChoiceOrigin {
+            item_id: r.id.clone(),
+            block_id: block.id.clone(),
+            revision: block.revision.clone().unwrap(),
+            choice_id: "yes".into(),
+            label: "Yes".into(),
+            source_at: 1,
+            older: false,
+            values: None,
+            at: 2,
+        };
+        let sends = (0..4).map(|_| store.send_choice(c, &origin, "Yes"));
+        for sent in futures_util::future::join_all(sends).await {
+            assert!(!sent.unwrap().queued);
+        }
+        let page = store.items_page(c, None, 10).await.unwrap().unwrap();
+        assert_eq!(page.items.len(), 3, "{:?}", ids(&page));
+        let message = &page.items[2];
+        assert_eq!((message.role, message.text.as_str()), (Role::User, "Yes"));
+        assert_eq!(message.ui_choice.as_ref(), Some(&origin));
+        // Another revision of the block is another message.
+        let newer = ChoiceOrigin {
+            revision: "other".into(),
+            ..origin.clone()
+        };
+        store.send_choice(c, &newer, "Yes").await.unwrap();
+        assert_eq!(
+            store
+                .items_page(c, None, 10)
+                .await
+                .unwrap()
+                .unwrap()
+                .items
+                .len(),
+            4
+        );
+
+        // The answer is kept on the reply, by block.
+        let answer = ChoiceAnswer {
+            origin: origin.clone(),
+            sent: SendResult::default(),
+        };
+        store.record_answer(c, answer.clone()).await.unwrap();
+        let read = store.chat_item(c, &r.id).await.unwrap().unwrap();
+        assert_eq!(read.ui_answers.get(&block.id), Some(&answer));
+
+        // A full chat refuses one more item, message or choice.
+        let small = ChatLimits {
+            chat_items: 4,
+            ..ChatLimits::default()
+        };
+        let full = ChatStore {
+            limits: small,
+            ..store.clone()
+        };
+        assert_eq!(
+            full.add_item(c, Role::User, "more", false)
+                .await
+                .unwrap_err(),
+            AddError::ChatFull(4)
+        );
+        let third = ChoiceOrigin {
+            revision: "third".into(),
+            ..origin.clone()
+        };
+        assert!(matches!(
+            full.send_choice(c, &third, "Yes").await,
+            Err(StoreError::ChatFull(_))
+        ));
+        // The same choice again is still answered (nothing is added).
+        assert!(full.send_choice(c, &origin, "Yes").await.is_ok());
+        f.finish().await;
+    }
+
+    /// A file made by the schema from before migrations existed (with a choice message
+    /// in it) upgrades in place: its rows stay, the versions are recorded, and the
+    /// choice it holds is found again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_sqlite_file_upgrades_in_place() {
+        let dir = std::env::temp_dir().join(format!("ui-server-store-old-{}", new_id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("app.db");
+        let origin = ChoiceOrigin {
+            item_id: "r1".into(),
+            block_id: "b1".into(),
+            revision: "rev1".into(),
+            choice_id: "yes".into(),
+            label: "Yes".into(),
+            source_at: 1,
+            older: false,
+            values: None,
+            at: 2,
+        };
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "INSERT INTO ui_chats (id, owner, project, title, created_at) \
+                 VALUES ('c1', 'alice', 'web', 'old', 1); \
+                 INSERT INTO ui_items (chat_id, id, pos, role, text, created_at) \
+                 VALUES ('c1', 'r1', 1, 'assistant', 'reply', 1);",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO ui_items (chat_id, id, pos, role, text, created_at, ui_choice) \
+                 VALUES ('c1', 'm1', 2, 'user', 'Yes', 2, ?1)",
+                [json_text(&origin).unwrap()],
+            )
+            .unwrap();
+        }
+        for _ in 0..2 {
+            // Opened twice: the second time nothing is left to apply.
+            let db = Db::open(&path, "", 2).await.unwrap();
+            db.migrate(SQLITE_MIGRATIONS).await.unwrap();
+            let versions = db
+                .read(|c| {
+                    let mut s = c.prepare("SELECT version FROM ui_migrations ORDER BY version")?;
+                    let v = s.query_map([], |r| r.get::<_, i64>(0))?;
+                    Ok(v.collect::<rusqlite::Result<Vec<_>>>()?)
+                })
+                .await
+                .unwrap();
+            assert_eq!(versions, [1, 2]);
+            let store =
+                ChatStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default());
+            assert_eq!(store.chats_of("alice").await.unwrap()[0].title, "old");
+            store.send_choice("c1", &origin, "Yes").await.unwrap();
+            let page = store.items_page("c1", None, 10).await.unwrap().unwrap();
+            assert_eq!(ids(&page), ["r1", "m1"], "the old choice is found again");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A write stuck behind another session's lock fails at the configured timeout
+    /// instead of hanging, and the pool serves the next calls normally.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stuck_postgres_call_fails_at_its_timeout() {
+        let Some(pg) = crate::pg::test_db::fresh("stuck").await else {
+            return;
+        };
+        let timeout = Duration::from_millis(300);
+        let db = crate::pg::PgDb::open(&pg.url, 2, timeout, PG_MIGRATIONS)
+            .await
+            .unwrap();
+        let store = ChatStore::new_pg(
+            PgBackend { db, log: None },
+            None,
+            Arc::new(TokioClock::new()),
+            ChatLimits::default(),
+        );
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        // Another session holds the chat's row.
+        let (mut holder, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let tx = holder.transaction().await.unwrap();
+        tx.execute(
+            "SELECT 1 FROM ui_chats WHERE id = $1 FOR UPDATE",
+            &[&chat.id],
+        )
+        .await
+        .unwrap();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let e = store
+                .add_item(&chat.id, Role::User, "hi", false)
+                .await
+                .unwrap_err();
+            let took = started.elapsed();
+            assert!(matches!(e, AddError::Db(_)), "{e:?}");
+            assert!(took < Duration::from_secs(2), "{took:?}");
+        }
+        // Reads go on meanwhile, and writes once the lock is gone.
+        assert_eq!(store.chats_of("alice").await.unwrap().len(), 1);
+        tx.rollback().await.unwrap();
+        store
+            .add_item(&chat.id, Role::User, "hi", false)
+            .await
+            .unwrap();
+        let page = store.items_page(&chat.id, None, 10).await.unwrap().unwrap();
+        assert_eq!(page.items.len(), 1);
+        drop(holder);
+        pg.finish().await;
+    }
+
+    /// Two instances starting at once on one empty PostgreSQL database apply each
+    /// migration once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_migrations_run_once_when_instances_start_together() {
+        let Some(pg) = crate::pg::test_db::fresh("migrate").await else {
+            return;
+        };
+        let open = || crate::pg::PgDb::open(&pg.url, 2, Duration::from_secs(5), PG_MIGRATIONS);
+        let (a, b) = tokio::join!(open(), open());
+        let (a, _b) = (a.unwrap(), b.unwrap());
+        let versions: Vec<i64> = a
+            .bounded(async {
+                let conn = a.get().await?;
+                let rows = conn
+                    .query("SELECT version FROM ui_migrations ORDER BY version", &[])
+                    .await?;
+                conn.release();
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+            .await
+            .unwrap();
+        assert_eq!(versions, [1, 2]);
+        pg.finish().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1280,7 +1822,7 @@ mod tests {
         // The request that writes goes away before the write is done (a client that
         // disconnects); the write still commits, and must still drop the entry. Another
         // write holds the writer meanwhile, so the dropped one is surely not done yet.
-        let db = store.db.clone();
+        let db = store.sqlite().unwrap().clone();
         let busy = tokio::spawn(async move {
             db.write(|_| {
                 std::thread::sleep(Duration::from_millis(100));

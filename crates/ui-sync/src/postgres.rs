@@ -311,6 +311,88 @@ async fn listener(config: Config, listen: Arc<Listen>, min: Duration, max: Durat
     }
 }
 
+/// The column arrays of an append ([`APPEND_SQL`]).
+struct Columns<'a> {
+    count: i64,
+    source: Vec<&'a str>,
+    aud_kind: Vec<&'a str>,
+    aud_id: Vec<&'a str>,
+    scope: Vec<String>,
+    key: Vec<Option<String>>,
+    rs: Vec<Option<&'a str>>,
+    op: Vec<&'a str>,
+    n: Vec<i64>,
+    at_ms: Vec<i64>,
+    writer: &'a str,
+}
+
+impl<'a> Columns<'a> {
+    fn of(rows: &'a [NewRow], writer: &'a str) -> Columns<'a> {
+        let mut c = Columns {
+            count: i64::try_from(rows.len()).unwrap_or(i64::MAX),
+            source: Vec::with_capacity(rows.len()),
+            aud_kind: Vec::with_capacity(rows.len()),
+            aud_id: Vec::with_capacity(rows.len()),
+            scope: Vec::with_capacity(rows.len()),
+            key: Vec::with_capacity(rows.len()),
+            rs: Vec::with_capacity(rows.len()),
+            op: Vec::with_capacity(rows.len()),
+            n: Vec::with_capacity(rows.len()),
+            at_ms: Vec::with_capacity(rows.len()),
+            writer,
+        };
+        for row in rows {
+            c.source.push(row.source.as_str());
+            c.aud_kind.push(row.audience.kind.as_str());
+            c.aud_id.push(&*row.audience.id);
+            c.scope.push(row.scope.to_hex());
+            c.key.push(row.key.map(|k| k.to_hex()));
+            c.rs.push(row.rs.as_ref().map(RequestSource::as_str));
+            c.op.push(row.op.as_str());
+            c.n.push(i64::from(row.n.max(1)));
+            c.at_ms.push(row.at_ms);
+        }
+        c
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 11] {
+        [
+            &self.count,
+            &self.source,
+            &self.aud_kind,
+            &self.aud_id,
+            &self.scope,
+            &self.key,
+            &self.rs,
+            &self.op,
+            &self.n,
+            &self.at_ms,
+            &self.writer,
+        ]
+    }
+}
+
+/// The seqs an append's `RETURNING seq` answered, in order; an error when there are not
+/// `expected` of them or the log is full.
+fn appended_seqs(inserted: &[tokio_postgres::Row], expected: usize) -> Result<Vec<Seq>, SyncError> {
+    let mut seqs = inserted
+        .iter()
+        .map(|r| r.try_get::<_, i64>(0).map(to_seq).map_err(db))
+        .collect::<Result<Vec<_>, _>>()?;
+    seqs.sort_unstable();
+    if seqs.last().is_some_and(|last| last.0 > MAX_SEQ) {
+        return Err(SyncError::Store(
+            "the log is full (seq ≥ 2⁵³); re-create it".into(),
+        ));
+    }
+    if seqs.len() != expected {
+        return Err(SyncError::Store(
+            "postgres: the append inserted a wrong number of rows".into(),
+        ));
+    }
+    Ok(seqs)
+}
+
 fn read_row(r: &tokio_postgres::Row) -> Result<LogRow, SyncError> {
     let bad = |what: &str| SyncError::Invalid(format!("bad {what} in ui_sync_events"));
     let seq: i64 = r.try_get(0).map_err(db)?;
@@ -563,6 +645,39 @@ impl PgStore {
         self.listen.wakeups.subscribe()
     }
 
+    /// Appends `rows` inside the caller's transaction `tx` on a connection to the log's
+    /// database (the outbox of a write the server owns, as
+    /// [`crate::SqliteStore::append_in`] for SQLite): the same statement as an append of
+    /// the store — it advances the allocator and inserts the rows — and the
+    /// `pg_notify` wake-up, both committed or rolled back with the caller's rows. The
+    /// allocator row stays locked until `tx` ends, so seqs stay in commit order: append
+    /// last, right before the commit. `tx` must see the log's schema on its search path.
+    /// After the commit, tell the service with [`crate::SyncService::appended`]. Returns
+    /// the rows' seqs in order.
+    ///
+    /// # Errors
+    /// [`SyncError::Store`] when the statement fails or the log is full (seq ≥ 2⁵³); the
+    /// caller's transaction must then roll back.
+    pub async fn append_in(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        rows: &[NewRow],
+    ) -> Result<Vec<Seq>, SyncError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cols = Columns::of(rows, &self.writer_id);
+        let inserted = tx.query(APPEND_SQL, &cols.params()).await.map_err(db)?;
+        let seqs = appended_seqs(&inserted, rows.len())?;
+        if let Some(last) = seqs.last() {
+            let payload = format!("{}.{}", self.meta.epoch, last);
+            tx.query(NOTIFY_SQL, &[&CHANNEL, &payload])
+                .await
+                .map_err(db)?;
+        }
+        Ok(seqs)
+    }
+
     fn pooled(&self) -> &Conn {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
         &self.pool[usize::try_from(i).unwrap_or(0) % self.pool.len()]
@@ -579,68 +694,19 @@ impl SyncStore for PgStore {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let count = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-        let mut source = Vec::with_capacity(rows.len());
-        let mut aud_kind = Vec::with_capacity(rows.len());
-        let mut aud_id = Vec::with_capacity(rows.len());
-        let mut scope = Vec::with_capacity(rows.len());
-        let mut key = Vec::with_capacity(rows.len());
-        let mut rs = Vec::with_capacity(rows.len());
-        let mut op = Vec::with_capacity(rows.len());
-        let mut n = Vec::with_capacity(rows.len());
-        let mut at_ms = Vec::with_capacity(rows.len());
-        for row in &rows {
-            source.push(row.source.as_str());
-            aud_kind.push(row.audience.kind.as_str());
-            aud_id.push(&*row.audience.id);
-            scope.push(row.scope.to_hex());
-            key.push(row.key.map(|k| k.to_hex()));
-            rs.push(row.rs.as_ref().map(RequestSource::as_str));
-            op.push(row.op.as_str());
-            n.push(i64::from(row.n.max(1)));
-            at_ms.push(row.at_ms);
-        }
+        let cols = Columns::of(&rows, &self.writer_id);
         let mut live = self.writer.get().await?;
         let append = live.statement(APPEND_SQL).await?;
         let notify = live.statement(NOTIFY_SQL).await?;
         let tx = live.client.transaction().await.map_err(db)?;
-        let inserted = tx
-            .query(
-                &append,
-                &[
-                    &count,
-                    &source,
-                    &aud_kind,
-                    &aud_id,
-                    &scope,
-                    &key,
-                    &rs,
-                    &op,
-                    &n,
-                    &at_ms,
-                    &&*self.writer_id,
-                ],
-            )
-            .await
-            .map_err(db)?;
-        let mut seqs = inserted
-            .iter()
-            .map(|r| r.try_get::<_, i64>(0).map(to_seq).map_err(db))
-            .collect::<Result<Vec<_>, _>>()?;
-        seqs.sort_unstable();
+        let inserted = tx.query(&append, &cols.params()).await.map_err(db)?;
+        // On an error, dropping the transaction rolls the batch (and the allocator) back.
+        let seqs = appended_seqs(&inserted, rows.len())?;
         let Some(&last) = seqs.last() else {
             return Err(SyncError::Store(
                 "postgres: the append inserted nothing".into(),
             ));
         };
-        if seqs.len() != rows.len() || last.0 > MAX_SEQ {
-            // Dropping the transaction rolls the batch (and the allocator) back.
-            return Err(SyncError::Store(if last.0 > MAX_SEQ {
-                "the log is full (seq ≥ 2⁵³); re-create it".into()
-            } else {
-                "postgres: the append inserted a wrong number of rows".into()
-            }));
-        }
         let payload = format!("{}.{}", self.meta.epoch, last);
         tx.query(&notify, &[&CHANNEL, &payload]).await.map_err(db)?;
         self.listen.own_last.store(last.0, Ordering::SeqCst);

@@ -31,7 +31,9 @@ pub fn config(
         config.bind = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     }
     if let Some(db) = &args.db {
+        // `--db FILE` names the SQLite file: the server's database is that file.
         config.database.clone_from(db);
+        config.postgres = None;
     }
     if let Some(path) = &args.sources {
         config.sources = SourcesConfig::File(path.clone());
@@ -97,16 +99,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<u8> {
         .build()
         .context("cannot start the runtime")?;
     let demo = config.demo;
-    let database = config.database.clone();
+    let database = config.database_label();
     runtime.block_on(async move {
         let bound = ui_server::bind(config).await.context("cannot start")?;
         let addr = bound
             .local_addr()
             .context("cannot read the bound address")?;
         println!(
-            "uiblocks: serving{} on http://{addr}/ (database {}; Ctrl-C stops)",
+            "uiblocks: serving{} on http://{addr}/ (database {database}; Ctrl-C stops)",
             if demo { " the demo" } else { "" },
-            database.display(),
         );
         tracing::info!(%addr, "listening");
         bound

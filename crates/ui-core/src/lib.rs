@@ -38,6 +38,8 @@ mod diag;
 pub mod inputs;
 pub mod limits;
 pub mod props;
+#[cfg(feature = "schema")]
+mod schema;
 pub mod text;
 mod value;
 pub mod view;

@@ -63,6 +63,8 @@ mod latest;
 mod poll;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "schema")]
+mod schema;
 mod service;
 mod sqlite;
 mod store;

@@ -69,6 +69,8 @@ pub use block::{Block, Node, Query, TEXT_TYPE};
 pub use compile::{CompileOptions, QuerySchemas, compile_block};
 pub use compiler::{UiCompiler, compile_reply};
 pub use eval::{Applied, evaluate_block};
+// The fallback text of one node, for ui-fallback: not part of the API a host uses.
+#[doc(hidden)]
 pub use fallback::node_fallback;
 pub use fence::{Fence, has_fence, may_reference_host, scan_fences, scan_fences_with};
 pub use inputs::{input_names, input_values};

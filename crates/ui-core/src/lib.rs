@@ -53,10 +53,10 @@ pub use value::{FORBIDDEN_KEYS, Kind, Number, Record, Value, is_forbidden_key, n
 pub use view::{View, ViewAction, ViewBinding, ViewNode};
 
 // Helpers the compiler shares with this crate (the declaration-name check, the record
-// hasher and preallocation, canonical array indices, the clock's check interval for the
-// limits tests): public for the workspace, not part of the API a host uses.
+// hasher and preallocation, canonical array indices): public for the workspace, not part of
+// the API a host uses. The same holds for the `#[doc(hidden)]` items of `text` and `inputs`.
 #[doc(hidden)]
-pub use budget::{CLOCK_CHECK_STEPS, check_key};
+pub use budget::check_key;
 #[doc(hidden)]
 pub use value::{RecordHasher, array_index, record_with_capacity};
 

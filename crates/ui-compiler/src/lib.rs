@@ -48,7 +48,8 @@
 //! [`Diagnostic`]: ui_core::Diagnostic
 //!
 //! Dependencies: ui-core, serde, serde_json, indexmap (insertion-ordered maps, as in
-//! ui-core), thiserror, and memchr for the line scan of long replies.
+//! ui-core), thiserror, and memchr for the line scan of long replies; with the `schema`
+//! feature, schemars derives the JSON Schema of the compiled block from [`Block`] itself.
 
 mod block;
 mod compile;

@@ -4,7 +4,9 @@
 //! ([`UiLimits`] and its sibling groups), the metered [`Budget`], the stable [`Code`]s and
 //! [`Diagnostic`]s, the component [`catalog`] with its prop validation and agent-facing
 //! texts, and [`Props`], the small map a compiled node keeps its props in. It does no IO and
-//! depends only on serde, serde_json, indexmap, foldhash and thiserror.
+//! depends only on serde, serde_json, indexmap, foldhash and thiserror, and with the `schema`
+//! feature on schemars, to derive the JSON Schemas of its wire types (codes, diagnostics,
+//! views) from the types themselves.
 //!
 //! ```
 //! use ui_core::{catalog, Budget, Code, FrozenClock, UiLimits, Value};

@@ -146,6 +146,29 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[],
         },
+        // The pure crates and ui-sync without their `schema` feature: in the workspace
+        // build ui-server turns it on for all of them, so only this build shows that they
+        // stand without schemars (ui-compiler's is the `--no-default-features` one above).
+        Step {
+            label: "clippy-no-schema",
+            program: "cargo",
+            args: &[
+                "clippy",
+                "-p",
+                "ui-core",
+                "-p",
+                "ui-links",
+                "-p",
+                "ui-host",
+                "-p",
+                "ui-sync",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            env: &[],
+        },
         Step {
             label: "test",
             program: "cargo",

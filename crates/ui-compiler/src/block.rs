@@ -13,6 +13,8 @@ use crate::expr::Expr;
 
 /// One compiled UI block (`UiBlock`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "UiBlock", deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct Block {
     /// `<compile id>:ui:<fence start>`.
@@ -42,6 +44,8 @@ pub struct Block {
 
 /// One declared live query (`UiQuery`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "UiQuery", deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct Query {
     /// The registered source name.
@@ -58,6 +62,8 @@ pub const TEXT_TYPE: &str = "$text";
 
 /// One compiled node (`UiNode`): a component or a `$text`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "UiNode", deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     /// `<block id>:<start>`.

@@ -48,7 +48,8 @@
 //! [`Diagnostic`]: ui_core::Diagnostic
 //!
 //! Dependencies: ui-core, serde, serde_json, indexmap (insertion-ordered maps, as in
-//! ui-core), thiserror, and memchr for the line scan of long replies. Its tests also use
+//! ui-core), thiserror, and memchr for the line scan of long replies; with the `schema`
+//! feature, schemars derives the JSON Schema of the compiled block from [`Block`] itself. Its tests also use
 //! proptest and insta (the fixtures of `tests/data/`, one snapshot per file).
 
 mod block;
@@ -70,6 +71,8 @@ pub use block::{Block, Node, Query, TEXT_TYPE};
 pub use compile::{CompileOptions, QuerySchemas, compile_block};
 pub use compiler::{UiCompiler, compile_reply};
 pub use eval::{Applied, evaluate_block};
+// The fallback text of one node, for ui-fallback: not part of the API a host uses.
+#[doc(hidden)]
 pub use fallback::node_fallback;
 pub use fence::{Fence, has_fence, may_reference_host, scan_fences, scan_fences_with};
 pub use inputs::{input_names, input_values};

@@ -101,7 +101,7 @@ impl Clock for ManualClock {
 
 /// How often (in steps) a budget with a running clock reads it. Reading the clock at every
 /// step would cost more than the work it meters; a frozen clock is never read.
-pub const CLOCK_CHECK_STEPS: u64 = 32;
+pub(crate) const CLOCK_CHECK_STEPS: u64 = 32;
 
 /// Metered work under one set of [`UiLimits`].
 ///

@@ -9,6 +9,7 @@ use crate::code::Code;
 /// On the wire and in ids, offsets count UTF-16 code units; [`Diagnostic::bytes`] carries the
 /// same range in UTF-8 bytes for Rust callers that slice the source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TextRange {
     /// First offset.
     pub start: u32,
@@ -28,6 +29,8 @@ impl TextRange {
 /// Serialised in the wire shape of `language.md` §20:
 /// `{code, message, start, end, nodeId?}` with UTF-16 offsets into the block source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct Diagnostic {
     /// The stable code.

@@ -15,7 +15,11 @@ use crate::view::{View, ViewAction, ViewNode};
 /// through an error-free `Option` child with that value; a Checklist when every element is
 /// the value of an error-free `Item` child; any other control always), and an enabled
 /// Button vouches for its target when the value it would set equals the current value.
-pub fn vouched_variables(view: &View, defaults: &Record, values: &Record) -> BTreeSet<String> {
+pub(crate) fn vouched_variables(
+    view: &View,
+    defaults: &Record,
+    values: &Record,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     view.walk_live(&mut |node, _| {
         for binding in node.bindings.values() {
@@ -65,6 +69,7 @@ fn offers(node: &ViewNode, value: &Value) -> bool {
 
 /// Refuses with [`Code::InvalidValue`] the first of `changed` that no visible input vouches
 /// for.
+#[doc(hidden)]
 pub fn check_vouched<'a>(
     view: &View,
     defaults: &Record,
@@ -86,6 +91,7 @@ pub fn check_vouched<'a>(
 /// The visible choice `choice_id` of a view: its label and the context it sends
 /// (`host.md` §12.3 steps 5 and 7–8).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct ChoiceText {
     /// The Choice's text, whitespace collapsed and trimmed.
     pub label: String,
@@ -99,6 +105,7 @@ pub struct ChoiceText {
 /// # Errors
 /// [`Code::RefusedChoice`] when there is no such choice, a descendant failed, or the label is
 /// empty.
+#[doc(hidden)]
 pub fn find_choice(view: &View, choice_id: &str) -> Result<ChoiceText, Failure> {
     let refused = |why: &str| Failure::new(Code::RefusedChoice, why.to_owned());
     let mut found = None;
@@ -141,7 +148,7 @@ pub fn find_choice(view: &View, choice_id: &str) -> Result<ChoiceText, Failure> 
 }
 
 /// Runs of JS whitespace collapsed to one space, then trimmed.
-pub fn collapse_whitespace(text: &str) -> String {
+pub(crate) fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     for c in trim_js(text).chars() {

@@ -4,7 +4,9 @@
 //! ([`UiLimits`] and its sibling groups), the metered [`Budget`], the stable [`Code`]s and
 //! [`Diagnostic`]s, the component [`catalog`] with its prop validation and agent-facing
 //! texts, and [`Props`], the small map a compiled node keeps its props in. It does no IO and
-//! depends only on serde, serde_json, indexmap, foldhash and thiserror.
+//! depends only on serde, serde_json, indexmap, foldhash and thiserror, and with the `schema`
+//! feature on schemars, to derive the JSON Schemas of its wire types (codes, diagnostics,
+//! views) from the types themselves.
 //!
 //! ```
 //! use ui_core::{catalog, Budget, Code, FrozenClock, UiLimits, Value};
@@ -39,6 +41,8 @@ mod diag;
 pub mod inputs;
 pub mod limits;
 pub mod props;
+#[cfg(feature = "schema")]
+mod schema;
 pub mod text;
 mod value;
 pub mod view;
@@ -52,10 +56,10 @@ pub use value::{FORBIDDEN_KEYS, Kind, Number, Record, Value, is_forbidden_key, n
 pub use view::{View, ViewAction, ViewBinding, ViewNode};
 
 // Helpers the compiler shares with this crate (the declaration-name check, the record
-// hasher and preallocation, canonical array indices, the clock's check interval for the
-// limits tests): public for the workspace, not part of the API a host uses.
+// hasher and preallocation, canonical array indices): public for the workspace, not part of
+// the API a host uses. The same holds for the `#[doc(hidden)]` items of `text` and `inputs`.
 #[doc(hidden)]
-pub use budget::{CLOCK_CHECK_STEPS, check_key};
+pub use budget::check_key;
 #[doc(hidden)]
 pub use value::{RecordHasher, array_index, record_with_capacity};
 

@@ -34,12 +34,13 @@ pub fn trim_js(s: &str) -> &str {
 
 /// Whether `s` is empty or holds only JS whitespace.
 #[inline]
+#[doc(hidden)]
 pub fn is_blank(s: &str) -> bool {
     s.chars().all(is_js_whitespace)
 }
 
 /// Writes `n` in decimal (what `format!("{n}")` writes, without the formatting machinery).
-pub fn write_decimal<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {
+pub(crate) fn write_decimal<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {
     // Two digits per division, from a table of the pairs "00" to "99".
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
@@ -67,7 +68,8 @@ pub fn write_decimal<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::R
         .try_for_each(|&d| out.write_char(char::from(d)))
 }
 
-/// [`write_decimal`] into a `String`, which cannot fail.
+/// `write_decimal` into a `String`, which cannot fail.
+#[doc(hidden)]
 pub fn push_decimal(out: &mut String, n: u64) {
     let _ = write_decimal(out, n);
 }
@@ -85,6 +87,7 @@ pub fn utf16_len(s: &str) -> usize {
 /// UTF-16 units of the UTF-8 bytes `bytes` (which may start or end inside a character:
 /// a leading byte counts for its whole character, continuation bytes count nothing).
 #[inline]
+#[doc(hidden)]
 pub fn utf16_len_of_utf8(bytes: &[u8]) -> usize {
     if bytes.is_ascii() {
         return bytes.len();

@@ -118,6 +118,8 @@ impl Serialize for ViewNode {
 
 /// An evaluated block: the top-level views and the evaluation's diagnostics.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "UiView", deny_unknown_fields))]
 pub struct View {
     /// Top-level views (Show and Each spliced in place).
     pub nodes: Vec<ViewNode>,

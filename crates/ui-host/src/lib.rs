@@ -116,7 +116,9 @@
 //! arguments that passed them. The result type is checked the same way
 //! ([`Typed`]), so a source cannot hand a page a value its own type forbids.
 //!
-//! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde): `tokio-util`
+//! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde; `schemars`
+//! with the `schema` feature, for the JSON Schemas of payloads, readings and frozen state):
+//! `tokio-util`
 //! for the `CancellationToken` a read receives, `uuid` for the v4 read ids the spec names,
 //! `sha2` for block revisions, `indexmap` for insertion-ordered maps as everywhere else,
 //! `tracing` to log the store writes that failed (a capture or a choice then fails, a

@@ -31,6 +31,8 @@ fn check_keys<'a>(
 
 /// `ui.query`: read one declared query of a stored block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "ChatUiQueryPayload"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QueryPayload {
     /// The chat.
@@ -54,6 +56,8 @@ pub struct QueryPayload {
 
 /// `ui.link`: resolve one link node of a stored block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "ChatUiLinkPayload"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LinkPayload {
     /// The chat.
@@ -76,6 +80,8 @@ pub struct LinkPayload {
 
 /// `chat.uiChoice`: send one Choice of a stored block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "ChatUiChoicePayload"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChoicePayload {
     /// The chat.

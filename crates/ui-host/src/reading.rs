@@ -7,6 +7,7 @@ use ui_core::{HostCode, Value, WireCode};
 
 /// The state of a reading: a closed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ReadingState {
     /// A value the source returned and the host accepted.
@@ -19,6 +20,11 @@ pub enum ReadingState {
 
 /// The answer to one live query read (`ChatUiQueryReading`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "ChatUiQueryReading", deny_unknown_fields)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryReading {
     /// Fresh, failed or refused.
@@ -52,6 +58,8 @@ pub struct QueryReading {
 /// The change-feed position of a reading (`sync.md` §8.3): the log head the host had seen
 /// just before it started the read, and the opaque tokens the reading depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct ReadingSync {
     /// The log incarnation.

@@ -20,6 +20,8 @@ use crate::source::ChatInfo;
 /// The frozen state of one block (`host.md` §9): its first readings, link resolutions and
 /// text fallback, for the block's revision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 #[serde(rename_all = "camelCase")]
 pub struct FrozenBlock {
     /// The block revision the entry belongs to.
@@ -30,6 +32,7 @@ pub struct FrozenBlock {
     /// when the host resolves no links or the block has no link targets (`host.md` §9
     /// step f).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(required))]
     pub links: IndexMap<String, LinkResolution>,
     /// The text fallback built from the first readings.
     pub fallback: String,
@@ -38,6 +41,11 @@ pub struct FrozenBlock {
 /// An item's UI query state (`ChatUiQueryState`, item field `uiQueries`): sent to clients;
 /// never holds the access.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "ChatUiQueryState", deny_unknown_fields)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct UiQueryState {
     /// The chat that wrote (and captured for) the item.
@@ -48,6 +56,11 @@ pub struct UiQueryState {
 
 /// Where a choice came from (`ChatUiChoiceOrigin`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "ChatUiChoiceOrigin", deny_unknown_fields)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ChoiceOrigin {
     /// The assistant item.
@@ -73,6 +86,11 @@ pub struct ChoiceOrigin {
 
 /// What sending a message answered (`ChatSendResult`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "ChatSendResult", deny_unknown_fields)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct SendResult {
     /// Whether the message waits behind a running turn.
@@ -84,6 +102,8 @@ pub struct SendResult {
 
 /// A recorded answer (`ChatUiAnswer`, item field `uiAnswers[blockId]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "ChatUiAnswer"))]
 #[serde(rename_all = "camelCase")]
 pub struct ChoiceAnswer {
     /// Where it came from.

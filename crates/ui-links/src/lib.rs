@@ -30,6 +30,9 @@
 //!     &LinkTarget::File { path: "src/lib.rs".into(), line: Some(12) }
 //! );
 //! ```
+//!
+//! With the `schema` feature, schemars derives the JSON Schemas of [`LinkTarget`] and
+//! [`LinkResolution`] from the types.
 
 mod resolution;
 mod target;

@@ -8,6 +8,7 @@ use crate::target::LinkTarget;
 
 /// Whether a link is drawn as a chip a person can open, or as plain text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum LinkState {
     /// An openable chip; needs a target.
@@ -19,6 +20,11 @@ pub enum LinkState {
 
 /// The host's resolution of a link (`UiLinkResolution`, `ChatUiLinkReading` on the wire).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "UiLinkResolution", deny_unknown_fields)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct LinkResolution {
     /// Chip or plain.

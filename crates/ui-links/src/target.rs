@@ -9,6 +9,8 @@ use ui_core::{Clock, Failure, HostLimits, Record, UiLimits, Value};
 
 /// What a link names: a tagged union on `type`, each variant closed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "UiLinkTarget"))]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum LinkTarget {
     /// A project or worktree file, optionally at a line.

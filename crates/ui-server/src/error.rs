@@ -165,16 +165,23 @@ pub struct ApiError {
     retry_after: Option<u64>,
 }
 
-/// The body of an error response.
-#[derive(Serialize)]
-struct Envelope<'a> {
+/// The body of every error response: `{"error": {code, message, reason?}}`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "WireError", deny_unknown_fields)]
+pub(crate) struct Envelope<'a> {
+    /// The error.
     error: Body<'a>,
 }
 
-#[derive(Serialize)]
+/// `{code, message, reason?}` of an error.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ErrorDetail", deny_unknown_fields)]
 struct Body<'a> {
+    /// The stable code.
     code: &'a str,
+    /// Text for people.
     message: &'a str,
+    /// The stable reason code of a UI refusal (`stale-read`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
 }

@@ -120,7 +120,8 @@
 //! ```
 //!
 //! Dependencies beyond the lower crates: axum (routing, extractors), tower-http (panic
-//! catching and the fixed response headers), schemars (wire schemas), toml (the sources
+//! catching and the fixed response headers), schemars (wire schemas, derived
+//! on the real types through the `schema` feature of the crates below), toml (the sources
 //! file), futures-util (the event stream body), tokio-util (read cancellation); hyper and
 //! hyper-util (one HTTP/1.1 connection at a time under [`serve_on`]'s own accept loop,
 //! because `axum::serve` has no connection cap and no header, body, idle or write

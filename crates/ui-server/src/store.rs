@@ -149,19 +149,15 @@ pub struct ChatItem {
     pub created_at: u64,
     /// The compiled blocks (final ones carry a `revision`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "Vec<crate::schema::BlockSchema>")]
     pub ui: Vec<Arc<Block>>,
     /// Frozen first readings (`ChatUiQueryState`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<crate::schema::UiQueryStateSchema>")]
     pub ui_queries: Option<UiQueryState>,
     /// Answers by block id (`ChatUiAnswer`).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    #[schemars(with = "std::collections::BTreeMap<String, crate::schema::AnswerSchema>")]
     pub ui_answers: IndexMap<String, ChoiceAnswer>,
     /// On a user item a choice produced: where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<crate::schema::ChoiceOriginSchema>")]
     pub ui_choice: Option<ChoiceOrigin>,
 }
 

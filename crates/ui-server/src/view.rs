@@ -19,7 +19,6 @@ pub struct ViewChange {
     /// The bound prop (`value` for most controls).
     pub prop: String,
     /// The new value.
-    #[schemars(with = "serde_json::Value")]
     pub value: Value,
 }
 
@@ -38,11 +37,9 @@ pub struct ViewPayload {
     pub revision: Option<String>,
     /// Local values by declared variable (`$name`), as the page holds them.
     #[serde(default)]
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub values: Record,
     /// Query values by declared query (`$name`), from the page's readings.
     #[serde(default)]
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub readings: Record,
     /// An edit to apply after `values` and `readings`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,12 +54,10 @@ pub struct ViewPayload {
 #[serde(rename_all = "camelCase")]
 pub struct ViewAnswer {
     /// The values of the declared variables.
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub values: Record,
     /// Whether the edit or press changed the state.
     pub changed: bool,
     /// The view tree.
-    #[schemars(with = "crate::schema::ViewSchema")]
     pub view: View,
 }
 

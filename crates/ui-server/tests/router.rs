@@ -16,21 +16,10 @@ use common::*;
 use serde_json::{Value as Json, json};
 use tower::ServiceExt;
 use ui_server::limits::{MAX_BODY_BYTES, MAX_ITEM_TEXT_BYTES, MAX_TITLE_CHARS};
-use ui_server::schema::{
-    AnswerSchema, BlockSchema, LinkResolutionSchema, PollBodySchema, ReadingSchema,
-    StreamByeSchema, StreamChangesSchema, StreamHelloSchema, StreamResetSchema, StreamTickSchema,
-    UiQueryStateSchema, ViewSchema, WireErrorSchema, wire_types,
-};
+use ui_server::schema::wire_types;
 use ui_server::{AppState, Authenticator, MAX_INSERT_ROWS, Principal, ServerConfig, SourcesConfig};
 
 const SECS: Duration = Duration::from_secs(5);
-
-/// Round-trips `value` through the mirror `T` (unknown fields refused): the mirror
-/// describes exactly the wire shape.
-fn mirrors<T: serde::de::DeserializeOwned + serde::Serialize>(value: &Json) {
-    let typed: T = serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{e}: {value}"));
-    assert_eq!(&serde_json::to_value(typed).unwrap(), value);
-}
 
 fn frozen_read_id(item: &Json, block: &str) -> String {
     item["uiQueries"]["blocks"][block]["readings"]["$runs"]["readId"]
@@ -516,8 +505,8 @@ async fn a_reply_streams_in_deltas_then_finishes_with_revisions_and_frozen_readi
     // The same from a fresh read of the chat; the shapes are the schemas' shapes.
     let detail = app.get(&format!("/api/chats/{chat}"), &alice).await;
     assert_eq!(detail.body["items"][0], item);
-    mirrors::<BlockSchema>(&item["ui"][0]);
-    mirrors::<UiQueryStateSchema>(&item["uiQueries"]);
+    conforms("UiBlock", &item["ui"][0]);
+    conforms("ChatUiQueryState", &item["uiQueries"]);
 }
 
 #[tokio::test]
@@ -620,7 +609,7 @@ async fn queries_read_the_writers_project_with_changed_input() {
         a.body["value"],
         json!([{"name": "web build 1", "status": "passed"}])
     );
-    mirrors::<ReadingSchema>(&a.body);
+    conforms("ChatUiQueryReading", &a.body);
     // Another input of the same query reads once 250 ms passed since the freeze's read.
     let soon = app
         .post(
@@ -765,7 +754,7 @@ async fn links_become_chips_or_stay_plain() {
         json!({"type": "File", "path": "src/app.rs", "line": 3})
     );
     assert_eq!(a.body["projectId"], "web");
-    mirrors::<LinkResolutionSchema>(&a.body);
+    conforms("UiLinkResolution", &a.body);
     let a = app
         .post(
             "/ui/link",
@@ -856,7 +845,7 @@ async fn a_choice_becomes_the_next_user_message_once() {
         (a.status, a.code()),
         (StatusCode::CONFLICT, "stale-ui-block")
     );
-    mirrors::<WireErrorSchema>(&a.body);
+    conforms("WireError", &a.body);
     // The pick.
     let a = app
         .post(
@@ -895,7 +884,7 @@ async fn a_choice_becomes_the_next_user_message_once() {
     assert_eq!(items[1]["uiChoice"]["label"], "Rerun");
     let answer = &items[0]["uiAnswers"][&block];
     assert_eq!(answer["choiceId"], rerun);
-    mirrors::<AnswerSchema>(answer);
+    conforms("ChatUiAnswer", answer);
 }
 
 #[tokio::test]
@@ -965,7 +954,7 @@ async fn the_view_evaluates_values_readings_edits_and_presses() {
     )
     .await;
     assert_eq!(a.status, StatusCode::OK, "{a:?}");
-    mirrors::<ViewSchema>(&a.body["view"]);
+    conforms("UiView", &a.body["view"]);
     let summary = find_node(&a.body["view"]["nodes"], "Summary", None).unwrap();
     assert_eq!(text_of(summary), "2 runs on main, n=1");
     let segmented = find_node(&a.body["view"]["nodes"], "Segmented", None).unwrap()["id"].clone();
@@ -1102,7 +1091,7 @@ async fn polls_carry_only_the_principals_events() {
     let a0 = poll(&app, &alice, None).await;
     assert_eq!(a0.status, StatusCode::OK);
     assert_eq!(a0.body["events"], json!([]));
-    mirrors::<PollBodySchema>(&a0.body);
+    conforms("PollBody", &a0.body);
     let b0 = poll(&app, &bob, None).await.body["cursor"]
         .as_str()
         .unwrap()
@@ -1195,14 +1184,14 @@ async fn streams_say_hello_tick_with_ids_and_resume_from_last_event_id() {
     let mut sse = Sse::new(response.into_body());
     let hello = sse.next(SECS).await.unwrap();
     assert_eq!(hello.event, "hello");
-    mirrors::<StreamHelloSchema>(&hello.data);
+    conforms("StreamHello", &hello.data);
     let start = hello.id.clone().unwrap();
     assert_eq!(hello.data["cursor"], start.as_str());
     assert_eq!(hello.data["tickMs"], 300);
     let tick = sse.next(SECS).await.unwrap();
     assert_eq!(tick.event, "tick");
     assert_eq!(tick.id.as_deref(), Some(start.as_str()));
-    mirrors::<StreamTickSchema>(&tick.data);
+    conforms("StreamTick", &tick.data);
     // A change arrives live …
     let chat = app.post("/api/chats", &alice, json!({})).await;
     let frames = sse.until("changes", SECS).await;
@@ -1210,7 +1199,7 @@ async fn streams_say_hello_tick_with_ids_and_resume_from_last_event_id() {
     assert_eq!(changes.event, "changes");
     assert_eq!(changes.data["events"][0]["source"], "host.chats");
     assert_eq!(changes.id.as_deref(), chat.header("x-ui-sync-seq"));
-    mirrors::<StreamChangesSchema>(&changes.data);
+    conforms("StreamChanges", &changes.data);
     // … and a reconnect from before it catches up.
     let response = open_events(&app, &alice, Some(&start)).await;
     let mut again = Sse::new(response.into_body());
@@ -1229,7 +1218,7 @@ async fn streams_say_hello_tick_with_ids_and_resume_from_last_event_id() {
         (reset.event.as_str(), &reset.data["reason"]),
         ("reset", &json!("invalid"))
     );
-    mirrors::<StreamResetSchema>(&reset.data);
+    conforms("StreamReset", &reset.data);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1273,7 +1262,7 @@ async fn signing_out_ends_the_sessions_streams() {
     let bye = frames.last().unwrap();
     assert_eq!(bye.event, "bye");
     assert_eq!(bye.data, json!({"reason": "signed-out"}));
-    mirrors::<StreamByeSchema>(&bye.data);
+    conforms("StreamBye", &bye.data);
     assert!(bye.id.is_none());
     assert!(sse.next(Duration::from_millis(500)).await.is_none());
 }

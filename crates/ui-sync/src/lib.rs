@@ -54,7 +54,9 @@
 //!
 //! Dependencies beyond the card's: `rusqlite` (bundled SQLite, the embedded log),
 //! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
-//! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job.
+//! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job;
+//! `schemars` (optional, feature `schema`) derives the JSON Schemas of the wire events, poll
+//! bodies and stream frames (`Frame::data_schema`) from the types that write them.
 
 mod audience;
 pub mod client;
@@ -63,6 +65,8 @@ mod latest;
 mod poll;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "schema")]
+mod schema;
 mod service;
 mod sqlite;
 mod store;

@@ -16,6 +16,8 @@ pub const STREAM_RETRY_AFTER_SECS: u64 = 30;
 
 /// The reset member of a poll body: `{"reason": …}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 pub struct PollReset {
     /// Why the client must re-read what it shows.
     pub reason: ResetReason,
@@ -25,6 +27,8 @@ pub struct PollReset {
 /// `{"epoch","cursor","events","reset":null|{"reason"}}`. On a reset, `events` is empty and
 /// `cursor` is the head.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 pub struct PollBody {
     /// The log's epoch.
     pub epoch: Epoch,

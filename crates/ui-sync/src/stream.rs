@@ -121,35 +121,79 @@ pub enum Frame {
     },
 }
 
+/// `data` of a `hello` frame: the connection is live from `cursor`.
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "StreamHello", deny_unknown_fields)
+)]
 struct HelloData<'a> {
+    /// The protocol version ([`STREAM_PROTOCOL`]).
     v: u64,
+    /// The log's epoch.
+    #[cfg_attr(feature = "schema", schemars(with = "Epoch"))]
     epoch: &'a str,
+    /// The resume cursor, or the head.
     cursor: &'a Cursor,
+    /// The heartbeat interval in ms.
     #[serde(rename = "tickMs")]
     tick_ms: u64,
 }
 
+/// `data` of a `changes` frame.
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "StreamChanges", deny_unknown_fields)
+)]
 struct ChangesData<'a> {
+    /// The resume point after this frame (also its `id`).
     cursor: &'a Cursor,
+    /// Collapsed visible events, by seq.
     events: &'a [WireEvent],
 }
 
+/// `data` of a `tick` frame: a heartbeat and a real resume point.
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "StreamTick", deny_unknown_fields)
+)]
 struct TickData<'a> {
+    /// The connection's cursor (also the frame's `id`).
     cursor: &'a Cursor,
 }
 
+/// `data` of a `reset` frame: re-read everything shown.
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "StreamReset", deny_unknown_fields)
+)]
 struct ResetData<'a> {
+    /// Why.
+    #[cfg_attr(feature = "schema", schemars(with = "ResetReason"))]
     reason: &'a str,
+    /// The resume point.
     cursor: &'a Cursor,
 }
 
+/// `data` of a `bye` frame (no `id`): the server ends the stream.
 #[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(rename = "StreamBye", deny_unknown_fields)
+)]
 struct ByeData<'a> {
+    /// Why.
+    #[cfg_attr(feature = "schema", schemars(with = "ByeReason"))]
     reason: &'a str,
+    /// When to reconnect, in ms (absent after `signed-out`).
     #[serde(rename = "retryMs", skip_serializing_if = "Option::is_none")]
     retry_ms: Option<u64>,
 }
@@ -272,6 +316,22 @@ impl Frame {
                 reason: ByeReason::parse(input.reason.as_deref()?)?,
                 retry_ms: input.retry_ms,
             },
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(feature = "schema")]
+impl Frame {
+    /// The JSON Schema of the `data:` of a frame whose `event:` is `event` (`hello`,
+    /// `changes`, `tick`, `reset`, `bye`); `None` for any other name.
+    pub fn data_schema(event: &str) -> Option<schemars::Schema> {
+        Some(match event {
+            "hello" => schemars::schema_for!(HelloData<'static>),
+            "changes" => schemars::schema_for!(ChangesData<'static>),
+            "tick" => schemars::schema_for!(TickData<'static>),
+            "reset" => schemars::schema_for!(ResetData<'static>),
+            "bye" => schemars::schema_for!(ByeData<'static>),
             _ => return None,
         })
     }

@@ -454,6 +454,8 @@ pub struct LogRow {
 
 /// An event on the wire: `{seq, source, scope, key, rs, at, n}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(deny_unknown_fields))]
 pub struct WireEvent {
     /// Its position.
     pub seq: u64,
@@ -487,6 +489,7 @@ impl From<&LogRow> for WireEvent {
 
 /// Why a client must re-read what it shows instead of applying events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum ResetReason {

@@ -395,6 +395,23 @@ impl Serialize for Expr {
     }
 }
 
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Expr {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Expr".into()
+    }
+
+    /// Any JSON value: the tree `{kind, …}` its `Serialize` writes, or an expression this
+    /// compiler does not know, kept as it came.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!(true)
+    }
+}
+
 impl<'de> Deserialize<'de> for Expr {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = serde_json::Value::deserialize(deserializer)?;

@@ -510,3 +510,21 @@ where
         out
     }
 }
+
+/// Panics unless `value` is valid against the published JSON Schema of the wire type
+/// `name` (`GET /api/schema/{name}`), naming every error.
+pub fn conforms(name: &str, value: &Json) {
+    let schema = ui_server::schema::wire_schema(name)
+        .unwrap_or_else(|| panic!("no wire schema named {name}"));
+    let validator = jsonschema::draft202012::new(&schema)
+        .unwrap_or_else(|e| panic!("the schema of {name} is not a valid schema: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name} rejects a real output:\n{}\n{value:#}",
+        errors.join("\n")
+    );
+}

@@ -492,9 +492,11 @@ fn browser_test(root: &Path) -> Result<(), String> {
 }
 
 /// The write-to-screen figures (issue 18, item 6): runs only the browser test
-/// `every_write_is_drawn_in_chromium` (`cargo test --release -p ui-server --test browser`,
-/// Chromium and chromedriver installed as for [`browser_test`]), which writes its
-/// figures to `<criterion>/browser/write_to_screen/figures.json` (`UI_E2E_FIGURES`).
+/// `every_write_is_drawn_in_chromium` (`cargo test -p ui-server --test browser`, Chromium
+/// and chromedriver installed as for [`browser_test`]), which writes its figures to
+/// `<criterion>/browser/write_to_screen/figures.json` (`UI_E2E_FIGURES`). The test profile
+/// (the binary CI builds), not the release one: the figure is the spec's windows (400 ms)
+/// plus a read and a redraw, and the test prints the read's share beside it.
 fn browser_bench(root: &Path, criterion: &Path) -> Result<(), String> {
     let (driver, chromium) = ensure_chromium(root)?;
     let target = target_dir(root).to_string_lossy().into_owned();
@@ -507,7 +509,6 @@ fn browser_bench(root: &Path, criterion: &Path) -> Result<(), String> {
             program: "cargo",
             args: &[
                 "test",
-                "--release",
                 "-p",
                 "ui-server",
                 "--test",
@@ -1167,12 +1168,14 @@ fn floor_row(criterion: &Path, started: std::time::SystemTime) -> String {
     let file = criterion.join("http_load/query_floor_ratio/figures.json");
     let json = std::fs::read_to_string(&file).unwrap_or_default();
     let n = |key: &str| json_number_after(&json, &[&format!("\"{key}\"")]);
-    let label =
-        "cached `ui.query`, 100 keep-alive clients, vs the floor `GET /api/me` (target ≥ 0.80)";
-    match (n("query_requests_per_sec"), n("floor_requests_per_sec")) {
-        (Some(query), Some(floor)) => out.push_str(&format!(
-            "| {label} | {query:.0} requests/s | {floor:.0} requests/s | {:.2}{} |\n",
-            query / floor,
+    let label = "cached `ui.query`, 100 keep-alive clients, vs the floor `GET /api/me` (target ≥ 0.80; ratio = median over 20 pairs of rounds)";
+    match (
+        n("query_requests_per_sec"),
+        n("floor_requests_per_sec"),
+        n("ratio"),
+    ) {
+        (Some(query), Some(floor), Some(ratio)) => out.push_str(&format!(
+            "| {label} | {query:.0} requests/s | {floor:.0} requests/s | {ratio:.2}{} |\n",
             if older_than(&file, started) {
                 " (old run)"
             } else {

@@ -4,6 +4,7 @@
 //! | figure (`http_load/<name>`) | what is measured |
 //! | --- | --- |
 //! | `query_100_clients` | 20,000 `POST /ui/query` answered from the cache, sent by 100 keep-alive clients at once (one session each): requests/s and the latency of one request (p50/p99/max); a run longer than the 10 s cache window sees one source read per window, which is counted |
+//! | `query_floor_ratio` | the rate of cached `POST /ui/query` against the floor, `GET /api/me` (the cheapest authenticated JSON route: HTTP, the session cookie, a JSON answer), from the same 100 keep-alive clients on the same server: 20 pairs of rounds of 5,000 requests, a round of the floor then one of queries; the ratio is the median over the pairs of query rate / floor rate (short pairs, so that the load of other processes, which varies over seconds, falls on both halves of a pair alike), beside the rates over all rounds (issue 18 asks ≥ 0.80) |
 //! | `events_1000_streams` | 1,000 open `GET /ui/events` streams (167 sessions × at most 6, the per-session cap); one row written through `POST /api/sources/ci.runs/rows`; the time from sending the write until each stream has the `changes` frame (p50/p99 over all streams, max = the last stream), 5 rounds, server defaults (50 ms appender window + 100 ms flush window included) |
 //! | `events_1000_streams_no_windows` | the same with both windows at 1 ms: the cost of the write, the log and the fan-out over HTTP |
 //!
@@ -60,6 +61,7 @@ const STREAMS_PER_SESSION: usize = 6;
 const OPENING_AT_ONCE: usize = 50;
 
 const QUERY: &str = "http_load/query_100_clients";
+const FLOOR: &str = "http_load/query_floor_ratio";
 const EVENTS: &str = "http_load/events_1000_streams";
 const EVENTS_NO_WINDOWS: &str = "http_load/events_1000_streams_no_windows";
 
@@ -70,6 +72,10 @@ struct Sizes {
     requests: usize,
     streams: usize,
     rounds: usize,
+    /// Requests of one kind in one round of the floor comparison.
+    floor_requests: usize,
+    /// Rounds of each kind in the floor comparison.
+    floor_rounds: usize,
 }
 
 /// `cargo bench`: the sizes of the issue.
@@ -78,6 +84,8 @@ const FULL: Sizes = Sizes {
     requests: 20_000,
     streams: 1_000,
     rounds: 5,
+    floor_requests: 5_000,
+    floor_rounds: 20,
 };
 
 /// `cargo test --benches`: enough to exercise every path.
@@ -86,7 +94,12 @@ const SMOKE: Sizes = Sizes {
     requests: 200,
     streams: 13,
     rounds: 1,
+    floor_requests: 100,
+    floor_rounds: 1,
 };
+
+/// The ratio of cached `ui.query` to the floor that issue 18 asks for.
+const FLOOR_TARGET: f64 = 0.80;
 
 /// Criterion's options that take a value: their value is not a filter.
 const VALUE_OPTIONS: &[&str] = &[
@@ -126,7 +139,7 @@ fn main() {
     }
     let wanted = |name: &str| filter.is_none_or(|f| name.contains(f));
     if has("--list") {
-        for name in [QUERY, EVENTS, EVENTS_NO_WINDOWS] {
+        for name in [QUERY, FLOOR, EVENTS, EVENTS_NO_WINDOWS] {
             if wanted(name) {
                 println!("{name}: benchmark");
             }
@@ -136,9 +149,13 @@ fn main() {
     // As criterion: `--bench` without `--test` measures; anything else is a test run.
     let measure = has("--bench") && !has("--test");
     let sizes = if measure { FULL } else { SMOKE };
-    let (run_query, run_events, run_quiet) =
-        (wanted(QUERY), wanted(EVENTS), wanted(EVENTS_NO_WINDOWS));
-    if !(run_query || run_events || run_quiet) {
+    let (run_query, run_floor, run_events, run_quiet) = (
+        wanted(QUERY),
+        wanted(FLOOR),
+        wanted(EVENTS),
+        wanted(EVENTS_NO_WINDOWS),
+    );
+    if !(run_query || run_floor || run_events || run_quiet) {
         return;
     }
     if !measure {
@@ -149,7 +166,7 @@ fn main() {
     let client_rt = runtime("client");
     let mut figures: Vec<(&str, Json)> = Vec::new();
 
-    if run_query || run_events {
+    if run_query || run_floor || run_events {
         let server = Server::start(&server_rt, SyncLimits::DEFAULT);
         if run_query {
             let f = client_rt.block_on(query_load(server.addr, sizes));
@@ -167,6 +184,11 @@ fn main() {
                 f.source_reads
             );
             figures.push((QUERY, f.to_json()));
+        }
+        if run_floor {
+            let f = client_rt.block_on(floor_load(server.addr, sizes));
+            f.print(FLOOR);
+            figures.push((FLOOR, f.to_json()));
         }
         if run_events {
             let f = client_rt.block_on(events_load(server.addr, sizes));
@@ -568,6 +590,222 @@ async fn query_load(addr: SocketAddr, sizes: Sizes) -> QueryFigures {
         max_ms: percentile_ms(&latencies, 1.0),
         source_reads,
     }
+}
+
+// ---- (a') cached ui.query against the floor ----
+
+/// What one round of the floor comparison sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// `GET /api/me`: the cheapest authenticated JSON route.
+    Floor,
+    /// `POST /ui/query` answered from the cache.
+    Query,
+}
+
+/// A client of the floor comparison: its keep-alive connection and its session.
+struct Client {
+    sender: SendRequest<Full<Bytes>>,
+    cookie: String,
+}
+
+struct FloorFigures {
+    clients: usize,
+    rounds: usize,
+    requests_per_round: usize,
+    floor_per_second: f64,
+    query_per_second: f64,
+    floor_p50_ms: f64,
+    query_p50_ms: f64,
+    source_reads: usize,
+    /// Query rate / floor rate of each pair of rounds, sorted.
+    pair_ratios: Vec<f64>,
+}
+
+impl FloorFigures {
+    /// The median over the pairs of rounds.
+    fn ratio(&self) -> f64 {
+        self.pair_ratios[self.pair_ratios.len() / 2]
+    }
+
+    fn print(&self, name: &str) {
+        println!(
+            "{name}: cached ui.query {:.0} requests/s (p50 {:.2} ms) against the floor \
+             GET /api/me {:.0} requests/s (p50 {:.2} ms): ratio {:.2} (median of the pairs; from {:.2} to {:.2}; target ≥ {FLOOR_TARGET:.2}); \
+             {} pairs of rounds of {} requests from {} keep-alive clients; {} source \
+             re-read(s)",
+            self.query_per_second,
+            self.query_p50_ms,
+            self.floor_per_second,
+            self.floor_p50_ms,
+            self.ratio(),
+            self.pair_ratios[0],
+            self.pair_ratios[self.pair_ratios.len() - 1],
+            self.rounds,
+            self.requests_per_round,
+            self.clients,
+            self.source_reads,
+        );
+    }
+
+    fn to_json(&self) -> Json {
+        json!({
+            "clients": self.clients,
+            "rounds": self.rounds,
+            "requests_per_round": self.requests_per_round,
+            "floor_route": "GET /api/me",
+            "floor_requests_per_sec": self.floor_per_second.round(),
+            "query_requests_per_sec": self.query_per_second.round(),
+            "floor_p50_ms": round2(self.floor_p50_ms),
+            "query_p50_ms": round2(self.query_p50_ms),
+            "ratio": (self.ratio() * 1000.0).round() / 1000.0,
+            "pair_ratios": self.pair_ratios.iter().map(|r| (r * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+            "target_ratio": FLOOR_TARGET,
+            "source_reads": self.source_reads,
+        })
+    }
+}
+
+/// `sizes.floor_rounds` rounds of `GET /api/me`, each followed by a round of cached
+/// `ui.query`, from the same `sizes.clients` keep-alive connections (one session each).
+async fn floor_load(addr: SocketAddr, sizes: Sizes) -> FloorFigures {
+    let cookies = sessions(addr, sizes.clients).await;
+    let (payload, read_id) = seed_query(addr, &cookies[0]).await;
+    let mut clients = Vec::with_capacity(sizes.clients);
+    for cookie in cookies {
+        let mut sender = connect(addr).await;
+        // One untimed request of each kind warms the connection and both paths.
+        for route in [Route::Floor, Route::Query] {
+            let req = route_request(addr, route, &cookie, &payload);
+            assert_eq!(send(&mut sender, req).await.0, StatusCode::OK);
+        }
+        clients.push(Client { sender, cookie });
+    }
+    let mut seconds = [0.0_f64; 2];
+    let mut latencies: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut read_ids = vec![read_id];
+    let mut pair_ratios = Vec::with_capacity(sizes.floor_rounds);
+    let started = Instant::now();
+    for _ in 0..sizes.floor_rounds {
+        let mut pair = [0.0_f64; 2];
+        for (i, route) in [Route::Floor, Route::Query].into_iter().enumerate() {
+            let round = load_round(addr, clients, route, sizes.floor_requests, &payload).await;
+            clients = round.clients;
+            seconds[i] += round.seconds;
+            pair[i] = round.seconds;
+            latencies[i].extend(round.latencies);
+            read_ids.extend(round.read_ids);
+        }
+        // Same count of each: the rate ratio is the inverse ratio of the times.
+        pair_ratios.push(pair[0] / pair[1]);
+    }
+    pair_ratios.sort_by(f64::total_cmp);
+    read_ids.sort();
+    read_ids.dedup();
+    let source_reads = read_ids.len() - 1;
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        source_reads as f64 <= 1.0 + elapsed / 10.0,
+        "{source_reads} source reads in {elapsed:.1} s: the answers were not cached"
+    );
+    for l in &mut latencies {
+        l.sort();
+    }
+    let total = (sizes.floor_rounds * sizes.floor_requests) as f64;
+    FloorFigures {
+        clients: sizes.clients,
+        rounds: sizes.floor_rounds,
+        requests_per_round: sizes.floor_requests,
+        floor_per_second: total / seconds[0],
+        query_per_second: total / seconds[1],
+        floor_p50_ms: percentile_ms(&latencies[0], 0.5),
+        query_p50_ms: percentile_ms(&latencies[1], 0.5),
+        source_reads,
+        pair_ratios,
+    }
+}
+
+/// The request of `route` for the session `cookie`.
+fn route_request(
+    addr: SocketAddr,
+    route: Route,
+    cookie: &str,
+    payload: &Bytes,
+) -> Request<Full<Bytes>> {
+    match route {
+        Route::Floor => request(addr, "GET", "/api/me", Some(cookie), None),
+        Route::Query => request(
+            addr,
+            "POST",
+            "/ui/query",
+            Some(cookie),
+            Some(payload.clone()),
+        ),
+    }
+}
+
+/// One timed round: `requests` requests of `route` shared out over `clients`.
+struct Round {
+    clients: Vec<Client>,
+    seconds: f64,
+    latencies: Vec<Duration>,
+    read_ids: Vec<String>,
+}
+
+async fn load_round(
+    addr: SocketAddr,
+    clients: Vec<Client>,
+    route: Route,
+    requests: usize,
+    payload: &Bytes,
+) -> Round {
+    let next = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Barrier::new(clients.len() + 1));
+    let mut tasks = Vec::with_capacity(clients.len());
+    for mut client in clients {
+        let (next, gate, payload) = (next.clone(), gate.clone(), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            gate.wait().await;
+            let mut latencies = Vec::new();
+            let mut read_ids: Vec<String> = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < requests {
+                let req = route_request(addr, route, &client.cookie, &payload);
+                let started = Instant::now();
+                let (status, _, body) = send(&mut client.sender, req).await;
+                latencies.push(started.elapsed());
+                let text = String::from_utf8_lossy(&body);
+                assert_eq!(status, StatusCode::OK, "{route:?}: {text}");
+                match route {
+                    Route::Floor => assert!(text.contains("\"alice\""), "{text}"),
+                    Route::Query => {
+                        assert!(text.contains("\"state\":\"fresh\""), "{text}");
+                        let id = read_id_of(&text).unwrap_or_else(|| panic!("no readId: {text}"));
+                        if !read_ids.iter().any(|seen| seen == id) {
+                            read_ids.push(id.to_owned());
+                        }
+                    }
+                }
+            }
+            (client, latencies, read_ids)
+        }));
+    }
+    gate.wait().await;
+    let started = Instant::now();
+    let mut round = Round {
+        clients: Vec::with_capacity(tasks.len()),
+        seconds: 0.0,
+        latencies: Vec::with_capacity(requests),
+        read_ids: Vec::new(),
+    };
+    for task in tasks {
+        let (client, latencies, read_ids) = task.await.expect("a client task");
+        round.clients.push(client);
+        round.latencies.extend(latencies);
+        round.read_ids.extend(read_ids);
+    }
+    round.seconds = started.elapsed().as_secs_f64();
+    assert_eq!(round.latencies.len(), requests);
+    round
 }
 
 /// The `readId` of an answer's JSON text.

@@ -313,7 +313,7 @@ impl AppBuilder {
             limits,
         );
         // Readings of sources with a change feed follow the change log.
-        queries.attach_changes(Arc::new(crate::changes::SyncChanges(sync.clone())));
+        queries.attach_changes(Arc::new(crate::changes::SyncChanges::new(sync.clone())));
         let (signed_out, _) = broadcast::channel(64);
         let (shutdown, _) = watch::channel(None);
         let conn_limits = ConnLimits {

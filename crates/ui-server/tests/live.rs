@@ -112,7 +112,7 @@ async fn world() -> World {
     let sync = SyncService::start(MemStore::new(), SyncLimits::DEFAULT, [])
         .await
         .unwrap();
-    service.attach_changes(Arc::new(SyncChanges(sync.clone())));
+    service.attach_changes(Arc::new(SyncChanges::new(sync.clone())));
     World {
         service,
         sync,

@@ -219,7 +219,14 @@ fn ci(root: &Path) -> Result<(), String> {
                 label: "test-server-postgres",
                 program: "cargo",
                 args: &[
-                    "test", "-p", "ui-server", "--lib", "--test", "database", "--test", "pg_sources",
+                    "test",
+                    "-p",
+                    "ui-server",
+                    "--lib",
+                    "--test",
+                    "database",
+                    "--test",
+                    "pg_sources",
                 ],
                 env: &[
                     ("UI_SYNC_PG", conninfo),

@@ -532,6 +532,9 @@ impl TomlSources {
     /// # Errors
     /// [`ServerError::Config`] for a bad URL.
     pub(crate) fn read_default_from(&mut self, url: &str) -> Result<(), ServerError> {
+        if self.sources.iter().all(|def| def.connection.is_some()) {
+            return Ok(());
+        }
         let spec = ConnectionSpec::server(SERVER_CONNECTION, url).map_err(ServerError::Config)?;
         for def in &mut self.sources {
             if def.connection.is_none()
@@ -650,7 +653,9 @@ impl TomlSources {
             if let Some(pool) = pools.sqlite.get(&c) {
                 let (name, sql, args) = (def.name.clone(), def.sql.clone(), properties(&def.args));
                 def.access_params = pool
-                    .read(None, move |conn| check_sqlite(conn, &name, &sql, &args, None))
+                    .read(None, move |conn| {
+                        check_sqlite(conn, &name, &sql, &args, None)
+                    })
                     .await
                     .map_err(|e| ServerError::Config(e.0))?;
             } else if let Some(pool) = pools.pg.get(&c) {

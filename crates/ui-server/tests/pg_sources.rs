@@ -487,3 +487,78 @@ async fn post(router: &axum::Router, path: &str, cookie: &str, body: Json) -> (S
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
 }
+
+/// With `database.url = "postgres://…"`, a source that names no connection reads the
+/// server's own PostgreSQL database; `setup` and write paths are refused at start there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_without_a_connection_read_the_servers_postgres() {
+    let Some(conninfo) = conninfo() else { return };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let name = format!("ui_src_default_{}_{nanos}", std::process::id());
+    let (admin, connection) = tokio_postgres::connect(&conninfo, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .unwrap();
+    let base = url_of(&conninfo);
+    let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "CREATE TABLE notes (id int PRIMARY KEY, project text NOT NULL, body text NOT NULL);
+             INSERT INTO notes VALUES (1, 'web', 'first'), (2, 'ops', 'hidden'), (3, 'web', 'second');",
+        )
+        .await
+        .unwrap();
+    drop(client);
+
+    let source = r#"
+[[source]]
+name = "app.notes"
+sql = "SELECT id, body FROM notes WHERE project = @project ORDER BY id"
+args = { type = "object" }
+"#;
+    let open = |sources: String| {
+        let dir = TempDir::new("pg-default");
+        let mut config = config(&dir);
+        config.postgres = Some(ui_server::PostgresConfig::new(url.clone()));
+        config.sources = SourcesConfig::Inline(sources);
+        async move { (AppState::builder(config).open().await, dir) }
+    };
+    let (state, _dir) = open(source.to_owned()).await;
+    let state = state.unwrap();
+    let rows = read(&state, "app.notes", json!({})).await.unwrap();
+    assert_eq!(
+        rows,
+        json!([{"id": 1, "body": "first"}, {"id": 3, "body": "second"}])
+    );
+    state.sync().shutdown().await;
+    drop(state);
+
+    for (extra, key) in [
+        ("setup = \"CREATE TABLE t (x int)\"\n", "setup"),
+        (
+            "[source.insert]\nsql = \"INSERT INTO notes VALUES (:id, @project, :body)\"\nargs = { type = \"object\" }\n",
+            "insert",
+        ),
+    ] {
+        let text = if key == "setup" {
+            format!("{extra}{source}")
+        } else {
+            format!("{source}{extra}")
+        };
+        let (refused, _dir) = open(text).await;
+        let error = refused.err().expect("refused at start").to_string();
+        assert!(error.contains(key), "{error}");
+    }
+
+    admin
+        .batch_execute(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
+        .await
+        .unwrap();
+}

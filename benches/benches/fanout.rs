@@ -121,7 +121,14 @@ fn main() {
         return;
     }
     let measure = has("--bench") && !has("--test");
-    let sizes = if measure { FULL } else { SMOKE };
+    let mut sizes = if measure { FULL } else { SMOKE };
+    // For profiling: another stream count (`UIBLOCKS_FANOUT_STREAMS`).
+    if let Some(n) = std::env::var("UIBLOCKS_FANOUT_STREAMS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        sizes.streams = n;
+    }
     if !measure {
         println!("fanout: test mode (no `--bench`): a smoke run of small sizes, no figures");
     }

@@ -73,10 +73,6 @@ pub const MAX_CACHED_ACCESS_BYTES: usize = 8 * 1024 * 1024;
 /// §3.6).
 pub const DB_BUSY_TIMEOUT_MS: u64 = 5_000;
 
-/// Frames buffered per event stream before its task waits for the socket (backpressure,
-/// `sync.md` §9.2).
-pub const STREAM_BUFFER_FRAMES: usize = 4;
-
 /// Upper bound of the random `retryMs` of a `bye shutdown` frame (`sync.md` §4.2).
 pub const SHUTDOWN_RETRY_MS: u64 = 5_000;
 

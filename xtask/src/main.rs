@@ -1211,6 +1211,7 @@ fn bench_table(criterion: &Path, started: std::time::SystemTime) -> String {
     out.push_str("\n\n");
     out.push_str(&floor_row(criterion, started));
     out.push_str(&write_to_screen_row(criterion, started));
+    out.push_str(&fanout_reads_table(criterion, started));
     out
 }
 
@@ -1348,6 +1349,89 @@ fn http_table(criterion: &Path, started: std::time::SystemTime) -> String {
     out.push_str(
         "\nFrom http_load/<name>/figures.json: the real server and its clients in one process \
          on this 2-core machine, so client and server share the cores.",
+    );
+    out
+}
+
+/// The rows of issue 18 items 2 and 3 (`benches/benches/fanout.rs`, `reads.rs`): each
+/// figure from `<criterion>/<file>` under its key, its limit, and figure / limit (≤ 1 meets
+/// the target).
+const FANOUT_READS_ROWS: &[(&str, &str, &str, f64, &str)] = &[
+    (
+        "fanout/streams_10000/figures.json",
+        "ready_p99_ms",
+        "10,000 SSE streams: one change, p99 from the frame being ready (ms)",
+        100.0,
+        "≤ 100",
+    ),
+    (
+        "fanout/streams_10000/figures.json",
+        "write_p99_ms",
+        "10,000 SSE streams: one change, p99 from the write, spec windows (ms)",
+        250.0,
+        "≤ 250",
+    ),
+    (
+        "fanout/streams_10000_no_windows/figures.json",
+        "write_p99_ms",
+        "10,000 SSE streams: one change, p99 from the write, windows 1 ms (ms)",
+        100.0,
+        "≤ 100",
+    ),
+    (
+        "fanout/streams_10000/figures.json",
+        "kb_per_stream",
+        "Server RSS per open idle stream (KB)",
+        16.0,
+        "≤ 16",
+    ),
+    (
+        "reads/pages_10000_classes_10/figures.json",
+        "reads_per_change",
+        "Source reads per change, 10,000 pages in 10 access classes",
+        10.0,
+        "≤ 10",
+    ),
+    (
+        "reads/pages_10000_classes_10/figures.json",
+        "p99_ratio",
+        "Others' p99 with a hanging and a failing authorize / without",
+        1.10,
+        "≤ 1.10",
+    ),
+];
+
+/// The Markdown table of [`FANOUT_READS_ROWS`]; a file older than `started` is marked, a
+/// missing one is "not run".
+fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> String {
+    let mut out = String::from(
+        "\n\n| fan-out and shared reads (issue 18 items 2–3) | target | ours | ours / target |\n\
+         | --- | ---: | ---: | ---: |\n",
+    );
+    for (file, key, label, limit, target) in FANOUT_READS_ROWS {
+        let path = criterion.join(file);
+        let json = std::fs::read_to_string(&path).unwrap_or_default();
+        let stale = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified < started);
+        let (ours, ratio) = match json_number_after(&json, &[&format!("\"{key}\"")]) {
+            None => ("not run".to_owned(), "–".to_owned()),
+            Some(v) => (
+                format!("{v}{}", if stale { " (old run)" } else { "" }),
+                format!(
+                    "{:.2} ({})",
+                    v / limit,
+                    if v <= *limit { "meets" } else { "misses" }
+                ),
+            ),
+        };
+        out.push_str(&format!("| {label} | {target} | {ours} | {ratio} |\n"));
+    }
+    out.push_str(
+        "\nFan-out: the server in its own process (its RSS only), 10,000 streams read by the \
+         bench over raw sockets, arrival times from the kernel (SO_TIMESTAMPNS). Reads: the \
+         host service in process, 20 ms per source read, medians over alternating rounds with \
+         and without the bad readers (in-run comparison, robust to the machine's load).\n",
     );
     out
 }

@@ -104,8 +104,10 @@ async fn a_freeze_that_finds_no_slot_freezes_busy() {
     let w = World::new();
     set(&w.host.knobs.delay_ms, 5_000);
     let mut tasks = Vec::new();
-    for item in ["i1", "i2"] {
-        let block = w.put_reply("c1", item, REPLY)[0].clone();
+    // Two reads of other branches (they cannot be joined) hold the chat's two slots.
+    for (item, branch) in [("i1", "dev"), ("i2", "qa")] {
+        let reply = REPLY.replace("$branch = \"main\"", &format!("$branch = \"{branch}\""));
+        let block = w.put_reply("c1", item, &reply)[0].clone();
         let (service, p) = (w.service.clone(), w.payload("c1", item, &block, "$runs"));
         tasks.push(tokio::spawn(async move { service.query(&p).await }));
     }
@@ -134,9 +136,7 @@ async fn a_freeze_that_finds_no_slot_freezes_busy() {
         again.blocks[&block.0].readings["$runs"].code.as_deref(),
         Some("busy")
     );
-    // The two reads had the same source, arguments and access: they shared one call to
-    // `read` (sync.md §8.2), each still holding its own slot.
-    assert_eq!(w.reads(), 1);
+    assert_eq!(w.reads(), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -186,8 +186,9 @@ async fn slots_two_per_chat_and_timeouts_keep_them() {
         advance(300).await;
     }
     assert_eq!(w.service.stats().slots, 2);
-    // A third read in the same chat (another item) is busy.
-    let block2 = &w.put_reply("c1", "i2", REPLY)[0];
+    // A third read in the same chat (another item, arguments no read in flight has) is
+    // busy.
+    let block2 = &w.put_reply("c1", "i2", &REPLY.replace("limit: 5", "limit: 7"))[0];
     let busy = w
         .service
         .query(&w.payload("c1", "i2", block2, "$runs"))
@@ -218,7 +219,9 @@ async fn sixteen_slots_in_all() {
         });
         for item in 0..2 {
             let item_id = format!("i{item}");
-            let block = w.put_reply(&chat_id, &item_id, REPLY)[0].clone();
+            // Arguments of its own: identical reads would share one source read and slot.
+            let reply = REPLY.replace("limit: 5", &format!("limit: {}", 1 + chat * 2 + item));
+            let block = w.put_reply(&chat_id, &item_id, &reply)[0].clone();
             let service = w.service.clone();
             let p = w.payload(&chat_id, &item_id, &block, "$runs");
             tasks.push(tokio::spawn(async move { service.query(&p).await }));

@@ -248,21 +248,24 @@ async fn refresh_limit_for_a_cadence_read_inside_250_ms() {
 async fn busy_records_no_attempt() {
     let w = World::new();
     set(&w.host.knobs.delay_ms, 1_000);
+    // Each item reads other arguments: identical reads would share one source read (and
+    // take no slot of their own).
+    let reply = |limit: u32| REPLY.replace("limit: 5", &format!("limit: {limit}"));
     let mut tasks = Vec::new();
-    for item in ["i1", "i2"] {
-        let block = w.put_reply("c1", item, REPLY)[0].clone();
+    for (item, limit) in [("i1", 1), ("i2", 2)] {
+        let block = w.put_reply("c1", item, &reply(limit))[0].clone();
         let (service, p) = (w.service.clone(), w.payload("c1", item, &block, "$runs"));
         tasks.push(tokio::spawn(async move { service.query(&p).await }));
     }
     settle().await;
     assert_eq!(w.service.stats().max_chat_slots, 2);
-    let block = &w.put_reply("c1", "i3", REPLY)[0];
+    let block = &w.put_reply("c1", "i3", &reply(3))[0];
     let p = w.payload("c1", "i3", block, "$runs");
     let busy = w.service.query(&p).await;
     assert_eq!(busy.state, ReadingState::Failed);
     assert_eq!(busy.code.as_deref(), Some("busy"));
     // Another chat still has its slots.
-    let other = &w.put_reply("c2", "i1", REPLY)[0];
+    let other = &w.put_reply("c2", "i1", &reply(4))[0];
     let task = {
         let (service, p) = (w.service.clone(), w.payload("c2", "i1", other, "$runs"));
         tokio::spawn(async move { service.query(&p).await })

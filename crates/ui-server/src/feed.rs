@@ -8,8 +8,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, mpsc};
 use ui_sync::{
     Audience, Batch, Frame, LogRow, PollBody, ReadAfter, SlotRefused, StreamConn, StreamSlot,
     SyncError, resume_cursor, retry_after_secs, stream_lifetime,
@@ -18,9 +18,7 @@ use ui_sync::{
 use crate::auth::{MEMBERS_SOURCE, Principal};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{CursorParam, QueryParams};
-use crate::limits::{
-    CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS, STREAM_BUFFER_FRAMES,
-};
+use crate::limits::{CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS};
 use crate::state::AppState;
 
 /// Delay before a failed lag catch-up is tried again, in ms.
@@ -123,20 +121,28 @@ pub(crate) async fn events(
         *state.sync_limits(),
     );
     let first = conn.start(catch_up, now);
-    let (tx, rx) = mpsc::channel::<Bytes>(STREAM_BUFFER_FRAMES);
-    let task = Connection {
-        state,
+    let connection = Connection {
         conn,
         audiences,
         member_of: Audience::user(&principal.user_id),
         principal,
         shutdown_turn: random_unit(),
         _slot: slot,
+        hub,
+        signed_out: state.signed_out(),
+        shutdown: state.shutdown_watch(),
+        state,
+        queue: first.into(),
     };
-    tokio::spawn(task.drive(hub, first, tx));
-    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    }));
+    // The socket pulls the frames: no task or channel of its own per stream, and a client
+    // that stops reading stops the stream (backpressure, `sync.md` §9.2).
+    let body = Body::from_stream(futures_util::stream::unfold(
+        Box::new(connection),
+        |mut c| async move {
+            let frame = c.next_frame().await?;
+            Some((Ok::<_, Infallible>(wire(frame)), c))
+        },
+    ));
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     h.insert(
@@ -148,20 +154,41 @@ pub(crate) async fn events(
     Ok(response)
 }
 
-/// Writes `frames`; `false` once the client is gone.
-async fn send(tx: &mpsc::Sender<Bytes>, frames: Vec<Frame>) -> bool {
-    for frame in frames {
-        if tx.send(Bytes::from(frame.to_sse())).await.is_err() {
-            return false;
-        }
+/// The text of the last `changes` or `tick` frame written, with the frame. One change
+/// reaches every open stream as the same frame (same events, same cursor), and idle streams
+/// tick with the same cursor: the frame is serialised once and every stream writes the same
+/// [`Bytes`]. A memo of [`Frame::to_sse`], whose text depends only on the frame, so one for
+/// the process is right however many servers run in it.
+static LAST_FRAME: std::sync::Mutex<Option<(Frame, Bytes)>> = std::sync::Mutex::new(None);
+
+/// The wire text of `frame`, shared with the streams that write the same frame.
+fn wire(frame: Frame) -> Bytes {
+    if !matches!(frame, Frame::Changes { .. } | Frame::Tick { .. }) {
+        return Bytes::from(frame.to_sse());
     }
-    true
+    let mut last = LAST_FRAME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((f, bytes)) = &*last
+        && *f == frame
+    {
+        return bytes.clone();
+    }
+    let bytes = Bytes::from(frame.to_sse());
+    *last = Some((frame, bytes.clone()));
+    bytes
 }
 
-/// One open stream: its state machine, who it serves and what they may see, and its slot
-/// (freed on drop).
+/// One open stream: its state machine, who it serves and what they may see, what wakes it,
+/// the frames due, and its slot (freed on drop, when the client goes away or the stream
+/// ends).
 struct Connection {
     state: AppState,
+    hub: broadcast::Receiver<std::sync::Arc<Batch>>,
+    signed_out: broadcast::Receiver<String>,
+    shutdown: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+    /// Frames due, in order.
+    queue: std::collections::VecDeque<Frame>,
     conn: StreamConn,
     audiences: ui_sync::AudienceSet,
     principal: Principal,
@@ -284,75 +311,62 @@ impl Connection {
 }
 
 impl Connection {
-    /// Feeds the [`StreamConn`] with hub batches, timers, sign-out and shutdown, and
-    /// writes its frames. The socket pulls the channel, so a stalled client stops this
-    /// task instead of buffering. Ends (freeing the slot) when the stream closes or the
-    /// client goes away.
-    async fn drive(
-        mut self,
-        mut hub: broadcast::Receiver<std::sync::Arc<Batch>>,
-        first: Vec<Frame>,
-        tx: mpsc::Sender<Bytes>,
-    ) {
-        let state = self.state.clone();
-        let mut signed_out = state.signed_out();
-        let mut shutdown = state.shutdown_watch();
-        if !send(&tx, first).await {
-            return;
-        }
+    /// The next frame to write: feeds the [`StreamConn`] with hub batches, timers, sign-out
+    /// and shutdown until it has one; `None` once the stream has ended.
+    async fn next_frame(&mut self) -> Option<Frame> {
         loop {
-            let conn = &mut self.conn;
-            if conn.is_closed() {
-                return;
+            if let Some(frame) = self.queue.pop_front() {
+                return Some(frame);
             }
-            if conn.needs_catch_up() {
-                match self.catch_up().await {
-                    Ok(frames) => {
-                        if !send(&tx, frames).await {
-                            return;
-                        }
-                    }
-                    Err(_) => {
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(CATCH_UP_RETRY_MS)) => {}
-                            () = tx.closed() => return,
-                        }
-                    }
-                }
-                continue;
+            if self.conn.is_closed() {
+                return None;
             }
-            let deadline = conn
-                .next_deadline()
-                .map(|ms| state.started() + Duration::from_millis(ms));
-            let step = tokio::select! {
-                batch = hub.recv() => match batch {
-                    Ok(batch) => Step::Batch(batch),
-                    Err(RecvError::Lagged(_)) => {
-                        conn.on_lagged();
-                        Step::Frames(Vec::new())
-                    }
-                    Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
-                },
-                () = sleep_until(deadline) => Step::Frames(conn.poll_timers(state.now_ms())),
-                ended = signed_out.recv() => Step::Frames(match ended {
-                    Ok(s) if s == self.principal.session => conn.sign_out(state.now_ms()),
-                    _ => Vec::new(),
-                }),
-                () = state.shutdown_turn(&mut shutdown, self.shutdown_turn) => {
-                    let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
-                    Step::Frames(conn.shutdown(retry, state.now_ms()))
-                }
-                () = tx.closed() => return,
-            };
-            let frames = match step {
-                Step::Frames(frames) => frames,
-                Step::Batch(batch) => self.take_batch(&batch).await,
-            };
-            record_delivery_lag(&state, &frames);
-            if !send(&tx, frames).await {
-                return;
-            }
+            let frames = self.step().await;
+            self.queue.extend(frames);
         }
+    }
+
+    /// Waits for what happens next and returns the frames it makes (maybe none).
+    async fn step(&mut self) -> Vec<Frame> {
+        if self.conn.needs_catch_up() {
+            return match Box::pin(self.catch_up()).await {
+                Ok(frames) => frames,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(CATCH_UP_RETRY_MS)).await;
+                    Vec::new()
+                }
+            };
+        }
+        let state = &self.state;
+        let conn = &mut self.conn;
+        let deadline = conn
+            .next_deadline()
+            .map(|ms| state.started() + Duration::from_millis(ms));
+        let step = tokio::select! {
+            batch = self.hub.recv() => match batch {
+                Ok(batch) => Step::Batch(batch),
+                Err(RecvError::Lagged(_)) => {
+                    conn.on_lagged();
+                    Step::Frames(Vec::new())
+                }
+                Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
+            },
+            () = sleep_until(deadline) => Step::Frames(conn.poll_timers(state.now_ms())),
+            ended = self.signed_out.recv() => Step::Frames(match ended {
+                Ok(s) if s == self.principal.session => conn.sign_out(state.now_ms()),
+                _ => Vec::new(),
+            }),
+            () = state.shutdown_turn(&mut self.shutdown, self.shutdown_turn) => {
+                let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
+                Step::Frames(conn.shutdown(retry, state.now_ms()))
+            }
+        };
+        let frames = match step {
+            Step::Frames(frames) => frames,
+            Step::Batch(batch) => Box::pin(self.take_batch(&batch)).await,
+        };
+        record_delivery_lag(&self.state, &frames);
+        frames
     }
 }
 

@@ -80,10 +80,6 @@ pub const DB_PG_POOL: usize = 16;
 /// and inside the database (`statement_timeout`).
 pub const DB_PG_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Frames buffered per event stream before its task waits for the socket (backpressure,
-/// `sync.md` §9.2).
-pub const STREAM_BUFFER_FRAMES: usize = 4;
-
 /// Upper bound of the random `retryMs` of a `bye shutdown` frame (`sync.md` §4.2).
 pub const SHUTDOWN_RETRY_MS: u64 = 5_000;
 

@@ -65,6 +65,16 @@ pub(crate) struct ShareKey {
 }
 
 impl ShareKey {
+    /// The key of `source` read with `args` and `access`, sharing their allocations.
+    pub(crate) fn shared(source: &str, args: &Arc<Record>, access: &Arc<Value>) -> ShareKey {
+        ShareKey {
+            source: source.to_owned(),
+            args: Structural(Arc::clone(args)),
+            access: Structural(Arc::clone(access)),
+        }
+    }
+
+    #[cfg(test)]
     pub(crate) fn new(source: &str, args: &Record, access: &Value) -> ShareKey {
         ShareKey {
             source: source.to_owned(),

@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, query_arguments};
 use ui_core::{HostCode, Record, Value};
 
-use super::key::QueryKey;
+use super::key::{QueryKey, ShareKey};
 use super::memo;
+use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
 use super::{UiQueries, lock};
 use crate::changes::ChangeScope;
@@ -28,10 +29,9 @@ enum Admit {
     /// A change-driven request found no free slot (with the cached reading, if any).
     NoSlot(Option<QueryReading>),
     Start(
-        super::table::SlotGuard,
+        ShareDecision,
         watch::Sender<Option<QueryReading>>,
         super::table::Pending,
-        u64,
     ),
 }
 
@@ -119,7 +119,19 @@ impl UiQueries {
             return refused(Some(HostCode::BlockStale), "The chat is gone.");
         };
         let info = Arc::new(info);
-        if let Err(e) = source.authorize(&info, &access, &args).await {
+        // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
+        // only its own request (`timed-out`), never the others sharing its source read.
+        let authorized = tokio::select! {
+            authorized = source.authorize(&info, &access, &args) => authorized,
+            () = self.clock.sleep(self.limits.read_timeout()) => {
+                return QueryReading::failed(
+                    self.clock.now_ms(),
+                    Some(HostCode::TimedOut.as_str()),
+                    "The source's authorization did not answer in time.",
+                );
+            }
+        };
+        if let Err(e) = authorized {
             return refused(None, "").with_host_error(&e);
         }
         let feed = source
@@ -200,6 +212,7 @@ impl UiQueries {
             feed,
         } = plan;
         let (identity, key) = QueryKey::of(p, &args);
+        let share = ShareKey::shared(&source_name, &args, &access);
         // A change-driven request: the seq that made the page ask (this epoch only).
         let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
             let (epoch, seq) = s.split_once('.')?;
@@ -229,7 +242,13 @@ impl UiQueries {
                 (Some(f), Some(index)) => index.relevant(&f.scope).max(seen.unwrap_or(0)),
                 _ => 0,
             };
-            let admit = self.admit(p, &key, &identity, feed.as_ref(), rel, seen.is_some());
+            let admit = self.admit(
+                p,
+                (&key, &identity, &share),
+                feed.as_ref(),
+                rel,
+                seen.is_some(),
+            );
             match admit {
                 Admit::Answer(reading) => return reading,
                 Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await,
@@ -257,8 +276,10 @@ impl UiQueries {
                         None => busy(now),
                     };
                 }
-                Admit::Start(guard, tx, rx, version) => {
+                Admit::Start(decision, tx, rx) => {
                     let this = Arc::clone(self);
+                    let version = decision.version;
+                    let started = decision.started;
                     let request = ReadRequest {
                         info,
                         args: Arc::unwrap_or_clone(args),
@@ -266,7 +287,6 @@ impl UiQueries {
                         cancel: CancellationToken::new(),
                     };
                     let chat_id = p.chat_id.clone();
-                    let started = self.clock.now_ms();
                     let sync =
                         feed.as_ref()
                             .zip(self.changes.get())
@@ -278,7 +298,7 @@ impl UiQueries {
                                 feed: if f.complete { "complete" } else { "partial" }.to_owned(),
                             });
                     tokio::spawn(async move {
-                        let mut reading = this.drive(&source_name, source, request, guard).await;
+                        let mut reading = this.drive(share, source, request, decision).await;
                         reading.sync = sync;
                         {
                             let mut t = this.table.lock();
@@ -318,8 +338,7 @@ impl UiQueries {
     fn admit(
         &self,
         p: &QueryPayload,
-        key: &QueryKey,
-        identity: &QueryKey,
+        (key, identity, share): (&QueryKey, &QueryKey, &ShareKey),
         feed: Option<&Feed>,
         rel: u64,
         change_driven: bool,
@@ -385,23 +404,32 @@ impl UiQueries {
                 "This query was read moments ago; try again shortly.",
             ));
         }
-        if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
-            >= self.limits.chat_read_slots() as usize
-            || t.slots >= self.limits.read_slots() as usize
-        {
-            if change_driven {
-                return Admit::NoSlot(entry.map(|(r, _, _)| r));
-            }
-            return Admit::Answer(busy(now));
-        }
         let capacity = self.limits.attempt_entries() as usize;
+        // The source-read layer first: joining an identical read in flight, or reusing
+        // one that reflects the change, calls no source and takes no slot.
+        let decision = match self.share(share, feed.is_some(), rel, change_driven, now, window) {
+            Some(decision) => decision,
+            None => {
+                if t.chat_slots.get(&p.chat_id).copied().unwrap_or(0)
+                    >= self.limits.chat_read_slots() as usize
+                    || t.slots >= self.limits.read_slots() as usize
+                {
+                    if change_driven {
+                        return Admit::NoSlot(entry.map(|(r, _, _)| r));
+                    }
+                    return Admit::Answer(busy(now));
+                }
+                let version = match (feed, self.changes.get()) {
+                    (Some(_), Some(index)) => index.head(),
+                    _ => 0,
+                };
+                let guard = self.table.occupy(&mut t, &p.chat_id);
+                self.lead(share, guard, feed.is_some(), version, now)
+            }
+        };
         t.attempt(key.clone(), now, capacity);
         t.attempt(identity.clone(), now, capacity);
-        let version = match (feed, self.changes.get()) {
-            (Some(_), Some(index)) => index.head(),
-            _ => 0,
-        };
-        let guard = self.table.occupy(&mut t, &p.chat_id);
+        let version = decision.version;
         let (tx, rx) = watch::channel(None);
         t.inflight.insert(
             key.clone(),
@@ -410,7 +438,7 @@ impl UiQueries {
                 version,
             },
         );
-        Admit::Start(guard, tx, rx, version)
+        Admit::Start(decision, tx, rx)
     }
 }
 

@@ -1,0 +1,673 @@
+//! Fan-out load bench (a bounded benchmark, not criterion; issue 18 item 2): one change
+//! event delivered to 10,000 open `GET /ui/events` streams on loopback, and what an open
+//! idle stream costs the server.
+//!
+//! The server runs in a process of its own: this bench starts itself again with
+//! `UIBLOCKS_FANOUT_SERVER` set, and that child serves the real `ui-server` router (demo
+//! sources and sessions, a temporary directory) on a free port of 127.0.0.1 on a 2-worker
+//! runtime, until its standard input closes. The parent is the client: plain HTTP/1.1 over
+//! raw sockets (no client library's buffers), one task per stream.
+//!
+//! | figure (`fanout/<name>/figures.json`) | what is measured |
+//! | --- | --- |
+//! | `streams_10000` | 10,000 streams (1,667 sessions × at most 6); server windows as `sync.md` §9.1 (appender 50 ms, flush 100 ms); 5 rounds of one row written through `POST /api/sources/ci.runs/rows`. Per stream, the arrival of its `changes` frame, taken from the kernel (`SO_TIMESTAMPNS`: when the bytes reached the client socket, not when the client got round to reading them): p50/p99/max **from the write** (the request sent) and **from the frame being ready** (the write answered + the flush window: the answer comes after the commit, and every stream opens its window when it takes the batch, after the commit, so this start is never later than a stream's real one and the figure never flatters). Memory: the server process's RSS (`/proc/<pid>/status`) before and after opening the streams, per stream. |
+//! | `streams_10000_no_windows` | the same with both windows at 1 ms: what the write, the log and the fan-out cost |
+//!
+//! The targets (issue 18): p99 from the frame being ready ≤ 100 ms, from the write
+//! ≤ 250 ms, ≤ 16 KB of server RSS per open idle stream.
+//!
+//! `cargo bench` (`--bench`) runs the full sizes, prints the figures and writes them under
+//! criterion's directory (`CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`), where
+//! `cargo xtask bench` reads them. Without `--bench` (`cargo test --benches`) it runs a smoke
+//! test of a few streams and writes nothing. A positional filter runs only the figures whose
+//! name contains it; `--list` lists them; criterion's options are ignored. Every wait is
+//! bounded.
+
+#![allow(missing_docs)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value as Json, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
+use tokio::net::TcpStream;
+use tokio::sync::{Semaphore, mpsc};
+
+/// The variable that makes this binary the server.
+const SERVER_ENV: &str = "UIBLOCKS_FANOUT_SERVER";
+
+const STREAMS: &str = "fanout/streams_10000";
+const STREAMS_NO_WINDOWS: &str = "fanout/streams_10000_no_windows";
+
+/// Event streams one demo session may hold (`sessionStreams`, `sync.md` §4.2).
+const STREAMS_PER_SESSION: usize = 6;
+/// Streams being opened at once.
+const OPENING_AT_ONCE: usize = 64;
+/// Longest wait for any one step.
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The spec's windows (`sync.md` §9.1).
+const SPEC_APPENDER_MS: u64 = 50;
+const SPEC_FLUSH_MS: u64 = 100;
+
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    streams: usize,
+    rounds: usize,
+}
+
+const FULL: Sizes = Sizes {
+    streams: 10_000,
+    rounds: 5,
+};
+
+const SMOKE: Sizes = Sizes {
+    streams: 20,
+    rounds: 1,
+};
+
+/// Criterion's options that take a value: their value is not a filter.
+const VALUE_OPTIONS: &[&str] = &[
+    "--color",
+    "-c",
+    "--save-baseline",
+    "-s",
+    "--baseline",
+    "-b",
+    "--baseline-lenient",
+    "--load-baseline",
+    "--sample-size",
+    "--warm-up-time",
+    "--measurement-time",
+    "--nresamples",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--profile-time",
+    "--plotting-backend",
+    "--output-format",
+    "--format",
+    "--logfile",
+];
+
+fn main() {
+    if let Ok(windows) = std::env::var(SERVER_ENV) {
+        server_main(&windows);
+        return;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let mut filter: Option<&str> = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if VALUE_OPTIONS.contains(&arg.as_str()) {
+            iter.next();
+        } else if !arg.starts_with('-') && filter.is_none() {
+            filter = Some(arg);
+        }
+    }
+    let wanted = |name: &str| filter.is_none_or(|f| name.contains(f));
+    if has("--list") {
+        for name in [STREAMS, STREAMS_NO_WINDOWS] {
+            if wanted(name) {
+                println!("{name}: benchmark");
+            }
+        }
+        return;
+    }
+    let measure = has("--bench") && !has("--test");
+    let mut sizes = if measure { FULL } else { SMOKE };
+    // For profiling: another stream count (`UIBLOCKS_FANOUT_STREAMS`).
+    if let Some(n) = std::env::var("UIBLOCKS_FANOUT_STREAMS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        sizes.streams = n;
+    }
+    if !measure {
+        println!("fanout: test mode (no `--bench`): a smoke run of small sizes, no figures");
+    }
+    raise_open_files(2 * sizes.streams as u64 + 1_000);
+    let started = Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut figures: Vec<(&str, Json)> = Vec::new();
+    for (name, appender, flush) in [
+        (STREAMS, SPEC_APPENDER_MS, SPEC_FLUSH_MS),
+        (STREAMS_NO_WINDOWS, 1, 1),
+    ] {
+        if !wanted(name) {
+            continue;
+        }
+        let server = ServerProcess::start(appender, flush);
+        let f = runtime.block_on(fan_out(&server, sizes, flush));
+        server.stop();
+        f.print(name, appender, flush);
+        figures.push((name, f.to_json(appender, flush)));
+    }
+    if measure {
+        let home = criterion_home();
+        for (name, json) in &figures {
+            let dir = home.join(name);
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(dir.join("figures.json"), format!("{json:#}\n")));
+            if let Err(e) = written {
+                eprintln!("fanout: cannot write {}: {e}", dir.display());
+            }
+        }
+        println!(
+            "fanout: figures in {}/fanout/*/figures.json; all done in {:.1} s",
+            home.display(),
+            started.elapsed().as_secs_f64()
+        );
+    } else {
+        println!(
+            "fanout: smoke run passed in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Raises the soft limit on open files to `want` (at most the hard limit); the server
+/// child inherits it.
+fn raise_open_files(want: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= want {
+        return;
+    }
+    let raised = want.min(hard);
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, raised, hard) {
+        eprintln!("fanout: cannot raise the open-files limit: {e}");
+    } else if raised < want {
+        eprintln!(
+            "fanout: the open-files limit is {raised} (hard limit), below the {want} this run needs"
+        );
+    }
+}
+
+/// Criterion's output directory, found as criterion finds it.
+fn criterion_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(home);
+    }
+    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR").filter(|t| !t.is_empty()) {
+        return PathBuf::from(target).join("criterion");
+    }
+    PathBuf::from("target/criterion")
+}
+
+// ---- the server process ----
+
+/// The child: serves until its standard input closes. `windows` is `<appender>,<flush>` ms.
+fn server_main(windows: &str) {
+    let (appender, flush) = windows
+        .split_once(',')
+        .and_then(|(a, f)| Some((a.parse::<u64>().ok()?, f.parse::<u64>().ok()?)))
+        .expect("UIBLOCKS_FANOUT_SERVER=<appender ms>,<flush ms>");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ui-server")
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir =
+        std::env::temp_dir().join(format!("uiblocks-fanout-{}-{stamp:x}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let mut config = ui_server::ServerConfig::new(dir.join("app.db"));
+    config.demo = true;
+    config.sources = ui_server::SourcesConfig::Inline(ui_server::DEMO_SOURCES.to_owned());
+    config.sync_limits = ui_core::SyncLimits::DEFAULT
+        .with("appenderWindow", appender)
+        .and_then(|l| l.with("flushWindow", flush))
+        .expect("valid windows");
+    let outcome = runtime.block_on(async {
+        let state = ui_server::AppState::open(config)
+            .await
+            .expect("the server's state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        println!("ADDR {addr}");
+        std::io::stdout().flush().expect("stdout");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            // EOF (or an error) on stdin: the parent is done, or gone.
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+            let _ = stop.send(());
+        });
+        ui_server::serve_on(listener, state, async move {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    if let Err(e) = outcome {
+        eprintln!("fanout server: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The server child and its address.
+struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    fn start(appender_ms: u64, flush_ms: u64) -> ServerProcess {
+        let exe = std::env::current_exe().expect("this bench's path");
+        let mut child = Command::new(exe)
+            .env(SERVER_ENV, format!("{appender_ms},{flush_ms}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the server process starts");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the server says where it listens");
+        let addr = line
+            .trim()
+            .strip_prefix("ADDR ")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("the server's first line: {line:?}"));
+        ServerProcess { child, addr }
+    }
+
+    /// The server's resident memory in bytes.
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// Closes its stdin (graceful shutdown), waits up to 30 s, else kills it.
+    fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => {
+                    eprintln!("fanout: the server did not stop in time; killing it");
+                    if let Err(e) = self.child.kill() {
+                        eprintln!("fanout: cannot kill the server: {e}");
+                    }
+                    let _ = self.child.wait();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// ---- a minimal HTTP/1.1 client ----
+
+/// One request on a fresh connection; the status, the `set-cookie` value and the body.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    body: &Json,
+) -> (u16, Option<String>, String) {
+    let exchange = async {
+        let mut tcp = TcpStream::connect(addr).await.expect("connect");
+        tcp.set_nodelay(true).expect("TCP_NODELAY");
+        let body = body.to_string();
+        let cookie = cookie.map_or(String::new(), |c| format!("cookie: {c}\r\n"));
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{cookie}content-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).await.expect("send");
+        let mut answer = Vec::new();
+        tcp.read_to_end(&mut answer).await.expect("an answer");
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let cookie = head.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("set-cookie")
+                .then(|| value.trim().split(';').next().unwrap_or("").to_owned())
+        });
+        (status, cookie, body.to_owned())
+    };
+    tokio::time::timeout(STEP_TIMEOUT, exchange)
+        .await
+        .expect("an answer in time")
+}
+
+/// `count` sessions of `alice` (project `web`).
+async fn sessions(addr: SocketAddr, count: usize) -> Vec<String> {
+    let gate = Arc::new(Semaphore::new(16));
+    let mut tasks = Vec::with_capacity(count);
+    for _ in 0..count {
+        let gate = gate.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire_owned().await.expect("open");
+            let (status, cookie, body) =
+                call(addr, "POST", "/api/login", None, &json!({"user": "alice"})).await;
+            assert_eq!(status, 200, "login: {body}");
+            cookie.expect("a session cookie")
+        }));
+    }
+    let mut cookies = Vec::with_capacity(count);
+    for t in tasks {
+        cookies.push(t.await.expect("a login task"));
+    }
+    cookies
+}
+
+/// Reads what is there with the kernel's arrival time of the bytes (`SO_TIMESTAMPNS`):
+/// the count read (0 at the end) and the time.
+fn recv_stamped(fd: i32, buf: &mut [u8]) -> std::io::Result<(usize, Option<SystemTime>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut control = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(fd, &mut iov, Some(&mut control), MsgFlags::MSG_DONTWAIT)
+        .map_err(std::io::Error::from)?;
+    let at = msg.cmsgs().ok().and_then(|mut cmsgs| {
+        cmsgs.find_map(|c| match c {
+            ControlMessageOwned::ScmTimestampns(ts) => {
+                Some(UNIX_EPOCH + Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32))
+            }
+            _ => None,
+        })
+    });
+    Ok((msg.bytes, at))
+}
+
+/// Asks the kernel to stamp the arrival of received bytes.
+fn stamp_arrivals(tcp: &TcpStream) {
+    nix::sys::socket::setsockopt(tcp, nix::sys::socket::sockopt::ReceiveTimestampns, &true)
+        .expect("SO_TIMESTAMPNS");
+}
+
+/// One open event stream, read until it ends: sends `(stream, arrival)` for every
+/// `changes` frame naming `ci.runs`. The first frame must be `hello`.
+async fn stream_reader(
+    addr: SocketAddr,
+    cookie: String,
+    stream: usize,
+    opening: Arc<Semaphore>,
+    ready: mpsc::UnboundedSender<()>,
+    seen: mpsc::UnboundedSender<(usize, SystemTime)>,
+) {
+    let permit = opening.acquire_owned().await.expect("open");
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    stamp_arrivals(&tcp);
+    let head = format!("GET /ui/events HTTP/1.1\r\nhost: {addr}\r\ncookie: {cookie}\r\n\r\n");
+    tcp.writable().await.expect("writable");
+    let mut sent = 0;
+    while sent < head.len() {
+        match tcp.try_write(&head.as_bytes()[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tcp.writable().await.expect("writable");
+            }
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    let fd = tcp.as_raw_fd();
+    let mut buf = [0u8; 2048];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut hello = false;
+    let mut permit = Some(permit);
+    loop {
+        let read = tokio::time::timeout(
+            if hello {
+                Duration::from_secs(3600)
+            } else {
+                STEP_TIMEOUT
+            },
+            async {
+                loop {
+                    tcp.readable().await?;
+                    match tcp.try_io(Interest::READABLE, || recv_stamped(fd, &mut buf)) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        other => return other,
+                    }
+                }
+            },
+        )
+        .await;
+        let (n, at) = match read {
+            Ok(Ok((n, at))) if n > 0 => (n, at),
+            Ok(_) => return,
+            Err(_) => panic!("stream {stream}: no hello in time"),
+        };
+        if !hello && pending.is_empty() && !buf[..n].starts_with(b"HTTP/1.1 200") {
+            panic!("stream {stream}: {}", String::from_utf8_lossy(&buf[..n]));
+        }
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = pending.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&frame);
+            if !hello {
+                if text.contains("event: hello") {
+                    hello = true;
+                    drop(permit.take());
+                    let _ = ready.send(());
+                }
+            } else if text.contains("event: changes") && text.contains("\"source\":\"ci.runs\"") {
+                let _ = seen.send((stream, at.unwrap_or_else(SystemTime::now)));
+            }
+        }
+        if pending.capacity() > 4096 {
+            pending.shrink_to(1024);
+        }
+    }
+}
+
+struct Figures {
+    streams: usize,
+    sessions: usize,
+    rounds: usize,
+    open_seconds: f64,
+    rss_before: u64,
+    rss_after: u64,
+    write_ack_ms: f64,
+    from_write: [f64; 3],
+    from_ready: [f64; 3],
+    lasts_ms: Vec<f64>,
+}
+
+impl Figures {
+    fn per_stream_kb(&self) -> f64 {
+        self.rss_after.saturating_sub(self.rss_before) as f64 / self.streams as f64 / 1024.0
+    }
+
+    fn print(&self, name: &str, appender: u64, flush: u64) {
+        let lasts: Vec<String> = self.lasts_ms.iter().map(|ms| format!("{ms:.1}")).collect();
+        println!(
+            "{name} (windows: appender {appender} ms, flush {flush} ms): {} streams of {} \
+             sessions open in {:.1} s; server RSS {:.1} → {:.1} MiB = {:.1} KB per stream \
+             (target ≤ 16); one write → `changes` on every stream (kernel arrival times), over {} \
+             rounds: from the write p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 ≤ 250); \
+             from the frame being ready p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 ≤ \
+             100); last stream per round [{}] ms; write answered in {:.1} ms (median)",
+            self.streams,
+            self.sessions,
+            self.open_seconds,
+            self.rss_before as f64 / 1048576.0,
+            self.rss_after as f64 / 1048576.0,
+            self.per_stream_kb(),
+            self.rounds,
+            self.from_write[0],
+            self.from_write[1],
+            self.from_write[2],
+            self.from_ready[0],
+            self.from_ready[1],
+            self.from_ready[2],
+            lasts.join(", "),
+            self.write_ack_ms,
+        );
+    }
+
+    fn to_json(&self, appender: u64, flush: u64) -> Json {
+        let r2 = |x: f64| (x * 100.0).round() / 100.0;
+        json!({
+            "streams": self.streams,
+            "sessions": self.sessions,
+            "rounds": self.rounds,
+            "appender_window_ms": appender,
+            "flush_window_ms": flush,
+            "open_seconds": r2(self.open_seconds),
+            "rss_before_bytes": self.rss_before,
+            "rss_after_bytes": self.rss_after,
+            "kb_per_stream": r2(self.per_stream_kb()),
+            "write_ack_ms": r2(self.write_ack_ms),
+            "write_p50_ms": r2(self.from_write[0]),
+            "write_p99_ms": r2(self.from_write[1]),
+            "write_max_ms": r2(self.from_write[2]),
+            "ready_p50_ms": r2(self.from_ready[0]),
+            "ready_p99_ms": r2(self.from_ready[1]),
+            "ready_max_ms": r2(self.from_ready[2]),
+            "last_per_round_ms": self.lasts_ms.iter().map(|ms| r2(*ms)).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// p50, p99 and max of `ms`, sorted in place.
+fn spread(ms: &mut [f64]) -> [f64; 3] {
+    ms.sort_by(f64::total_cmp);
+    let at = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+    [at(0.5), at(0.99), at(1.0)]
+}
+
+fn ms_between(from: SystemTime, to: SystemTime) -> f64 {
+    match to.duration_since(from) {
+        Ok(d) => d.as_secs_f64() * 1e3,
+        Err(e) => -e.duration().as_secs_f64() * 1e3,
+    }
+}
+
+/// Opens `sizes.streams` streams, measures the server's RSS around it, then `sizes.rounds`
+/// times writes one `ci.runs` row and waits until every stream had its `changes` frame.
+async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures {
+    let addr = server.addr;
+    let session_count = sizes.streams.div_ceil(STREAMS_PER_SESSION);
+    let cookies = sessions(addr, session_count).await;
+    // Settle, then the baseline: everything but the streams is in place.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_before = server.rss();
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<(usize, SystemTime)>();
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<()>();
+    let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
+    let open_started = Instant::now();
+    let mut readers = Vec::with_capacity(sizes.streams);
+    for stream in 0..sizes.streams {
+        let cookie = cookies[stream / STREAMS_PER_SESSION].clone();
+        readers.push(tokio::spawn(stream_reader(
+            addr,
+            cookie,
+            stream,
+            opening.clone(),
+            ready_tx.clone(),
+            seen_tx.clone(),
+        )));
+    }
+    drop((seen_tx, ready_tx));
+    for _ in 0..sizes.streams {
+        tokio::time::timeout(STEP_TIMEOUT, ready_rx.recv())
+            .await
+            .expect("every stream says hello in time")
+            .expect("a reader task ended early");
+    }
+    let open_seconds = open_started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let rss_after = server.rss();
+
+    let writer_cookie = cookies[0].clone();
+    let mut from_write = Vec::with_capacity(sizes.streams * sizes.rounds);
+    let mut from_ready = Vec::with_capacity(sizes.streams * sizes.rounds);
+    let mut lasts = Vec::new();
+    let mut acks = Vec::new();
+    for round in 0..sizes.rounds {
+        let row = json!({"rows": [{"branch": "main", "name": format!("fan-out {round}"), "status": "passed"}]});
+        let sent = SystemTime::now();
+        let (status, _, body) = call(
+            addr,
+            "POST",
+            "/api/sources/ci.runs/rows",
+            Some(&writer_cookie),
+            &row,
+        )
+        .await;
+        let answered = SystemTime::now();
+        assert_eq!(status, 200, "write: {body}");
+        acks.push(ms_between(sent, answered));
+        let ready_at = answered + Duration::from_millis(flush_ms);
+        let mut got = vec![false; sizes.streams];
+        let mut last: f64 = 0.0;
+        for delivered in 0..sizes.streams {
+            let (stream, at) = tokio::time::timeout(STEP_TIMEOUT, seen_rx.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "round {round}: only {delivered} of {} streams had the change",
+                        sizes.streams
+                    )
+                })
+                .expect("the readers run");
+            assert!(!got[stream], "stream {stream} had the change twice");
+            got[stream] = true;
+            let w = ms_between(sent, at);
+            last = last.max(w);
+            from_write.push(w);
+            from_ready.push(ms_between(ready_at, at));
+        }
+        lasts.push(last);
+        // Let the server go idle between rounds.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for reader in &readers {
+        reader.abort();
+    }
+    acks.sort_by(f64::total_cmp);
+    Figures {
+        streams: sizes.streams,
+        sessions: session_count,
+        rounds: sizes.rounds,
+        open_seconds,
+        rss_before,
+        rss_after,
+        write_ack_ms: acks[acks.len() / 2],
+        from_write: spread(&mut from_write),
+        from_ready: spread(&mut from_ready),
+        lasts_ms: lasts,
+    }
+}

@@ -10,9 +10,9 @@ use ui_compiler::{Block, CompileOptions, UiCompiler};
 use ui_host::block_revision;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::limits::FREEZE_WAIT_MS;
+use crate::limits::{FREEZE_WAIT_MS, MAX_TITLE_CHARS};
 use crate::state::AppState;
-use crate::store::{ChatItem, ReplyUpdate, Role};
+use crate::store::{Chat, ChatItem, ReplyUpdate, Role};
 
 /// How often `finish` looks whether the freeze is done, in ms.
 const FREEZE_POLL_MS: u64 = 20;
@@ -83,6 +83,26 @@ impl AppState {
         })
         .await
         .unwrap_or_default()
+    }
+
+    /// Creates a chat owned by `owner` in `project` (whose member the caller made sure
+    /// `owner` is), as `POST /api/chats` does.
+    ///
+    /// # Errors
+    /// `bad-request` for a title over [`MAX_TITLE_CHARS`] characters; `internal` for the
+    /// database.
+    pub async fn create_chat(
+        &self,
+        owner: &str,
+        project: &str,
+        title: &str,
+    ) -> Result<Chat, ApiError> {
+        if title.chars().count() > MAX_TITLE_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "`title` may hold at most {MAX_TITLE_CHARS} characters"
+            )));
+        }
+        Ok(self.store().create_chat(owner, project, title).await?)
     }
 
     /// Appends a person's message to `chat_id`.

@@ -23,7 +23,7 @@ use crate::cache::CachedChat;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
-use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
+use crate::limits::MAX_BODY_BYTES;
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
 use crate::state::AppState;
@@ -410,11 +410,6 @@ async fn create_chat(
     JsonBody(body): JsonBody<NewChatBody>,
 ) -> Result<Response, ApiError> {
     let title = body.title.unwrap_or_default();
-    if title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::bad_request(format!(
-            "`title` may hold at most {MAX_TITLE_CHARS} characters"
-        )));
-    }
     let project = match body.project {
         Some(p) if principal.in_project(&p) => p,
         Some(_) => {
@@ -429,13 +424,8 @@ async fn create_chat(
             .cloned()
             .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
     };
-    let (chat, drafts) = write_scope(
-        rs,
-        state
-            .store()
-            .create_chat(&principal.user_id, &project, &title),
-    )
-    .await;
+    let (chat, drafts) =
+        write_scope(rs, state.create_chat(&principal.user_id, &project, &title)).await;
     let chat = chat?;
     let seq = record_all(state.sync(), drafts).await;
     Ok(json(StatusCode::CREATED, &chat, seq))

@@ -132,6 +132,7 @@ mod changes;
 mod config;
 mod db;
 mod demo;
+mod drafts;
 mod error;
 mod extract;
 mod feed;

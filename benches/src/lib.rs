@@ -21,6 +21,7 @@
 //! | `compile_block/table1000_raised` | `table1000.txt`, [`raised_limits`] | 17 nodes |
 //! | `evaluate/table1000` | that block, [`raised_limits`] | 192 filtered rows |
 //! | `stream/streaming` | `streaming.txt`, every 64-unit prefix | 321 compiles, 10 blocks, 380 nodes |
+//! | `reply_stream/server_deltas`, `reply_stream/from_scratch` | `streaming.txt` in 5-character deltas through the server, or every prefix compiled afresh (process CPU, `benches/replies.rs`) | the final text and 10 blocks |
 //!
 //! ## Inputs and why this crate depends on `flate2`
 //!

@@ -1207,6 +1207,7 @@ fn bench_table(criterion: &Path, started: std::time::SystemTime) -> String {
          Wall-clock numbers on this 2-core machine vary by ±30% run to run.\n\n",
         criterion.display()
     ));
+    out.push_str(&reply_stream_table(criterion, started));
     out.push_str(&http_table(criterion, started));
     out.push_str("\n\n");
     out.push_str(&floor_row(criterion, started));
@@ -1289,6 +1290,52 @@ fn write_to_screen_row(criterion: &Path, started: std::time::SystemTime) -> Stri
         } else {
             ""
         }
+    )
+}
+
+/// The streaming-reply row (`benches/benches/replies.rs`, issue 18 target 5): the process
+/// CPU one 20 KB reply costs through the server in 5-character deltas, against compiling
+/// every prefix from scratch (measured in the same run; ratio = from scratch / server).
+fn reply_stream_table(criterion: &Path, started: std::time::SystemTime) -> String {
+    let median = |bench: &str| {
+        let estimates = criterion
+            .join("reply_stream")
+            .join(bench)
+            .join("new")
+            .join("estimates.json");
+        let ms = std::fs::read_to_string(&estimates)
+            .ok()
+            .and_then(|json| json_number_after(&json, &["\"median\"", "\"point_estimate\""]))
+            .map(|ns| ns / 1e6)?;
+        let stale = std::fs::metadata(&estimates)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified < started);
+        Some((ms, stale))
+    };
+    let shown = |figure: Option<(f64, bool)>| {
+        figure.map_or_else(
+            || "not run".to_owned(),
+            |(ms, stale)| format!("{}{}", format_ms(ms), if stale { " (old run)" } else { "" }),
+        )
+    };
+    let (server, scratch) = (median("server_deltas"), median("from_scratch"));
+    let ratio = match (server, scratch) {
+        (Some((ours, _)), Some((reference, _))) if ours > 0.0 => {
+            let r = reference / ours;
+            if r >= 1.0 {
+                format!("{r:.1}× less CPU")
+            } else {
+                format!("{:.1}× more CPU", 1.0 / r)
+            }
+        }
+        _ => "–".to_owned(),
+    };
+    format!(
+        "| streaming reply through the server (`reply_stream/…`, CPU ms per reply) | every prefix from scratch | through the server, 5-char deltas | ratio |\n\
+         | --- | ---: | ---: | ---: |\n\
+         | streaming.txt (20 KB, 10 blocks) | {} | {} | {ratio} |\n\n",
+        shown(scratch),
+        shown(server),
     )
 }
 

@@ -143,7 +143,7 @@ pub use clock::{BudgetClock, HostClock, Sleep, TokioClock};
 pub use payload::{ChoicePayload, LinkPayload, QueryPayload};
 pub use reading::{HostError, QueryReading, ReadingState, ReadingSync, UiRefusal, WireRefusal};
 pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
-pub use service::{IssueRequest, ServiceLimits, ServiceStats, UiQueries};
+pub use service::{IssueRequest, ServiceLimits, ServiceStats, UiQueries, admits_by_content};
 pub use source::{
     BoxFuture, ChatInfo, FnSource, LinkResolver, ReadRequest, SourceRegistry, Typed, TypedAdapter,
     TypedSource, UiHost, UiSource, ValueSchema,

@@ -145,6 +145,7 @@ mod config;
 mod connections;
 mod db;
 mod demo;
+mod drafts;
 mod error;
 mod extract;
 mod feed;

@@ -62,6 +62,15 @@ pub const MAX_CACHED_ITEMS: usize = 4_096;
 /// never cached.
 pub const MAX_CACHED_ITEM_BYTES: usize = 16 * 1024 * 1024;
 
+/// Streaming replies whose draft (text so far, incremental compiler, stored block JSON) is
+/// kept in memory so that a delta costs in proportion to the delta; past it the draft used
+/// longest ago is dropped, and its reply's next delta reads the item and compiles it whole.
+pub const MAX_REPLY_DRAFTS: usize = 64;
+
+/// Bytes of text and block JSON the streaming replies' drafts may hold in all (32 MiB; a
+/// draft's compiler holds about as much again).
+pub const MAX_REPLY_DRAFT_BYTES: usize = 32 * 1024 * 1024;
+
 /// Items whose captured access the store keeps in memory.
 pub const MAX_CACHED_ACCESS: usize = 10_000;
 

@@ -6,13 +6,15 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use ui_compiler::{Block, CompileOptions, UiCompiler};
+use ui_compiler::{Block, CompileOptions, UiCompiler, has_fence};
 use ui_host::block_revision;
 
+use crate::db::DbError;
+use crate::drafts::ReplyDraft;
 use crate::error::{ApiError, ErrorCode};
-use crate::limits::FREEZE_WAIT_MS;
+use crate::limits::{FREEZE_WAIT_MS, MAX_TITLE_CHARS};
 use crate::state::AppState;
-use crate::store::{ChatItem, ReplyUpdate, Role};
+use crate::store::{Chat, ChatItem, ReplyUpdate, Role};
 
 /// How often `finish` looks whether the freeze is done, in ms.
 const FREEZE_POLL_MS: u64 = 20;
@@ -50,13 +52,20 @@ fn no_item() -> ApiError {
 }
 
 impl AppState {
-    /// Compiles `text` as the reply `item_id` (a preview unless `is_final`), off the
-    /// async workers; final blocks get their revision.
-    async fn compile(&self, item_id: &str, text: String, is_final: bool) -> Vec<Arc<Block>> {
+    /// Compiles `text` as the reply `item_id` with `compiler` (a preview unless
+    /// `is_final`), off the async workers; final blocks get their revision. `None` when the
+    /// compile did not finish (its task panicked).
+    async fn compile(
+        &self,
+        item_id: &str,
+        text: String,
+        is_final: bool,
+        mut compiler: UiCompiler,
+    ) -> Option<(String, UiCompiler, Vec<Arc<Block>>)> {
         let host = Arc::clone(self.host());
         let id = item_id.to_owned();
         let (limits, clock) = (*self.limits(), Arc::clone(self.clock()));
-        tokio::task::spawn_blocking(move || {
+        let compiled = tokio::task::spawn_blocking(move || {
             let clock = ui_host::BudgetClock(&*clock);
             let options = CompileOptions {
                 id,
@@ -68,21 +77,66 @@ impl AppState {
                 clock: Some(&clock),
                 ..CompileOptions::default()
             };
-            let blocks = UiCompiler::new().compile(&text, &options);
+            let blocks = compiler.compile(&text, &options);
             if !is_final {
-                return blocks;
+                return (text, compiler, blocks);
             }
-            blocks
+            let blocks = blocks
                 .into_iter()
                 .map(|b| {
                     let mut block = Block::clone(&b);
                     block.revision = Some(block_revision(&block));
                     Arc::new(block)
                 })
-                .collect()
+                .collect();
+            (text, compiler, blocks)
         })
-        .await
-        .unwrap_or_default()
+        .await;
+        match compiled {
+            Ok(compiled) => Some(compiled),
+            Err(e) => {
+                tracing::error!(item_id, error = %e, "a reply's compile did not finish");
+                None
+            }
+        }
+    }
+
+    /// Tells the host service of a preview of the reply `item_id` unless it need not hear
+    /// of it: once it admitted the reply, and while the reply opens no UI fence or its text
+    /// and blocks do not admit it by themselves (see [`ui_host::UiQueries::observe`]).
+    async fn observe_preview(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        draft: &mut ReplyDraft,
+        blocks: &[Arc<Block>],
+    ) {
+        if !draft.observed
+            && has_fence(&draft.text, ui_core::FENCE_LANGUAGE)
+            && ui_host::admits_by_content(&draft.text, blocks)
+        {
+            draft.observed = self.queries().observe(chat_id, item_id, false).await;
+        }
+    }
+
+    /// Creates a chat owned by `owner` in `project` (whose member the caller made sure
+    /// `owner` is), as `POST /api/chats` does.
+    ///
+    /// # Errors
+    /// `bad-request` for a title over [`MAX_TITLE_CHARS`] characters; `internal` for the
+    /// database.
+    pub async fn create_chat(
+        &self,
+        owner: &str,
+        project: &str,
+        title: &str,
+    ) -> Result<Chat, ApiError> {
+        if title.chars().count() > MAX_TITLE_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "`title` may hold at most {MAX_TITLE_CHARS} characters"
+            )));
+        }
+        Ok(self.store().create_chat(owner, project, title).await?)
     }
 
     /// Appends a person's message to `chat_id`.
@@ -139,6 +193,16 @@ impl AppState {
         delta: &str,
     ) -> Result<ReplyProgress, ApiError> {
         let _in_order = self.reply_lock(chat_id, item_id).lock().await;
+        let max = self.chat_limits().item_text_bytes;
+        // The draft's text is the stored one unless the store refuses the append, so only
+        // a draft that the delta keeps within the limit is tried; anything else reads the
+        // item.
+        if let Some(draft) = self.drafts().take(chat_id, item_id)
+            && draft.text.len() + delta.len() <= max
+            && let Some(progress) = self.append_to_draft(chat_id, item_id, draft, delta).await?
+        {
+            return Ok(progress);
+        }
         let item = self
             .store()
             .stored_item(chat_id, item_id)
@@ -147,31 +211,79 @@ impl AppState {
         if !item.assistant || !item.streaming {
             return Err(not_streaming());
         }
-        let max = self.chat_limits().item_text_bytes;
         if item.text.len() + delta.len() > max {
             return Err(too_long(max));
         }
         let text = item.text + delta;
-        let blocks = self.compile(item_id, text.clone(), false).await;
+        let (text, compiler, blocks) = self
+            .compile(item_id, text.clone(), false, UiCompiler::new())
+            .await
+            .unwrap_or_else(|| (text, UiCompiler::new(), Vec::new()));
         let progress = ReplyProgress {
             id: item_id.to_owned(),
             streaming: true,
             bytes: text.len(),
             blocks: blocks.len(),
         };
+        let mut draft = ReplyDraft::new(text.clone());
+        draft.compiler = compiler;
         self.store()
             .update_reply(
                 chat_id,
                 item_id,
                 ReplyUpdate {
                     text,
-                    blocks,
+                    blocks: blocks.clone(),
                     streaming: true,
                 },
             )
             .await?;
-        self.queries().observe(chat_id, item_id, false).await;
+        self.observe_preview(chat_id, item_id, &mut draft, &blocks)
+            .await;
+        self.drafts().put(chat_id, item_id, draft);
         Ok(progress)
+    }
+
+    /// [`AppState::append_delta`] from the reply's draft: compiles the preview resuming
+    /// from the previous one, serializes the blocks that changed and appends the delta to
+    /// the stored text. `None` when the store refused the append (the draft is then
+    /// dropped, and the caller reads the item).
+    async fn append_to_draft(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        mut draft: ReplyDraft,
+        delta: &str,
+    ) -> Result<Option<ReplyProgress>, ApiError> {
+        let len = draft.text.len();
+        draft.text.push_str(delta);
+        let (text, compiler) = (
+            std::mem::take(&mut draft.text),
+            std::mem::take(&mut draft.compiler),
+        );
+        let Some((text, compiler, blocks)) = self.compile(item_id, text, false, compiler).await
+        else {
+            return Ok(None);
+        };
+        (draft.text, draft.compiler) = (text, compiler);
+        let json = draft.blocks_json(&blocks).map_err(DbError::from)?;
+        if !self
+            .store()
+            .append_reply(chat_id, item_id, &draft.text[..len], delta, json)
+            .await?
+        {
+            return Ok(None);
+        }
+        let progress = ReplyProgress {
+            id: item_id.to_owned(),
+            streaming: true,
+            bytes: draft.text.len(),
+            blocks: blocks.len(),
+        };
+        self.observe_preview(chat_id, item_id, &mut draft, &blocks)
+            .await;
+        self.drafts().put(chat_id, item_id, draft);
+        Ok(Some(progress))
     }
 
     /// Finishes the streaming reply `item_id` (with `text` as its whole text when given):
@@ -191,6 +303,12 @@ impl AppState {
     ) -> Result<ChatItem, ApiError> {
         {
             let _in_order = self.reply_lock(chat_id, item_id).lock().await;
+            // The previews' compiler: the final compile reuses what they left.
+            let compiler = self
+                .drafts()
+                .take(chat_id, item_id)
+                .map(|d| d.compiler)
+                .unwrap_or_default();
             let item = self
                 .store()
                 .stored_item(chat_id, item_id)
@@ -204,7 +322,11 @@ impl AppState {
             if text.len() > max {
                 return Err(too_long(max));
             }
-            let blocks = self.compile(item_id, text.clone(), true).await;
+            let blocks = self
+                .compile(item_id, text.clone(), true, compiler)
+                .await
+                .map(|(_, _, blocks)| blocks)
+                .unwrap_or_default();
             self.store()
                 .update_reply(
                     chat_id,
@@ -248,5 +370,167 @@ impl AppState {
             }
             clock.sleep(FREEZE_POLL_MS).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+
+    /// A reply of three blocks (one that reads a query, one with a link tag) between prose.
+    fn reply() -> String {
+        let mut text = String::new();
+        for i in 0..3 {
+            text.push_str(&format!(
+                "Paragraph {i} of prose — with ünïcode — before the block.\n\n```ui\n\
+                 $branch = \"main\"\n$runs = @Query(\"ci.runs\", {{branch: $branch}})\n\
+                 <Summary tone=\"warning\">Pipeline #{i} on {{$branch}}</Summary>\n\
+                 <Stats><Stat label=\"Passed\" value={{12}}/><Stat label=\"Failed\" value={{2}}/></Stats>\n\
+                 <File path=\"src/lib.rs\" line={{{i}}}>Failing</File>\n```\n\
+                 After block {i}.\n"
+            ));
+        }
+        text
+    }
+
+    async fn state(name: &str) -> (AppState, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-unit-{name}-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = AppState::open(ServerConfig::new(dir.join("app.db")))
+            .await
+            .unwrap();
+        (state, dir)
+    }
+
+    /// The blocks of a fresh compile of `text`, as JSON (the stored blocks went through it).
+    async fn fresh(
+        state: &AppState,
+        item_id: &str,
+        text: &str,
+        is_final: bool,
+    ) -> serde_json::Value {
+        let (_, _, blocks) = state
+            .compile(item_id, text.to_owned(), is_final, UiCompiler::new())
+            .await
+            .unwrap();
+        serde_json::to_value(&blocks).unwrap()
+    }
+
+    async fn stored(state: &AppState, chat_id: &str, item_id: &str) -> ChatItem {
+        state
+            .store()
+            .chat_item(chat_id, item_id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reply_streamed_in_deltas_is_stored_as_a_fresh_compile_gives_it() {
+        let (state, dir) = state("deltas").await;
+        let chat = state
+            .store()
+            .create_chat("alice", "web", "t")
+            .await
+            .unwrap();
+        let item = state.start_reply(&chat.id, "").await.unwrap();
+        let text = reply();
+        let chars: Vec<char> = text.chars().collect();
+        let mut sent = String::new();
+        for (n, delta) in chars.chunks(5).enumerate() {
+            let delta: String = delta.iter().collect();
+            sent.push_str(&delta);
+            let progress = state
+                .append_delta(&chat.id, &item.id, &delta)
+                .await
+                .unwrap();
+            assert_eq!(progress.bytes, sent.len());
+            let now = stored(&state, &chat.id, &item.id).await;
+            assert_eq!(now.text, sent);
+            assert_eq!(
+                serde_json::to_value(&now.ui).unwrap(),
+                fresh(&state, &item.id, &sent, false).await,
+                "after delta {n}"
+            );
+            assert_eq!(progress.blocks, now.ui.len());
+        }
+        assert_eq!(state.drafts().len(), 1);
+        // The host service heard of the reply while it streamed: its access is captured.
+        let mut captured = false;
+        for _ in 0..200 {
+            let now = stored(&state, &chat.id, &item.id).await;
+            if now.ui_queries.is_some() {
+                captured = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(captured, "the capture started while the reply streamed");
+        let done = state
+            .finish_reply(&chat.id, &item.id, None, false)
+            .await
+            .unwrap();
+        assert_eq!(state.drafts().len(), 0);
+        assert_eq!(done.text, text);
+        assert_eq!(
+            serde_json::to_value(&done.ui).unwrap(),
+            fresh(&state, &item.id, &text, true).await
+        );
+        let refused = state.append_delta(&chat.id, &item.id, "more").await;
+        assert_eq!(refused.unwrap_err().code(), ErrorCode::ItemNotStreaming);
+        state.sync().shutdown().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_draft_that_no_longer_matches_the_store_is_not_used() {
+        let (state, dir) = state("stale-draft").await;
+        let chat = state
+            .store()
+            .create_chat("alice", "web", "t")
+            .await
+            .unwrap();
+        let item = state
+            .start_reply(&chat.id, "Start\n```ui\n<Text>a")
+            .await
+            .unwrap();
+        state.append_delta(&chat.id, &item.id, "b").await.unwrap();
+        // Another writer (say, another process on the same file) changes the text, to one
+        // as long as the draft's.
+        let other = "Other\n```ui\n<Badge>x".to_owned();
+        state
+            .store()
+            .update_reply(
+                &chat.id,
+                &item.id,
+                ReplyUpdate {
+                    text: other.clone(),
+                    blocks: Vec::new(),
+                    streaming: true,
+                },
+            )
+            .await
+            .unwrap();
+        state.append_delta(&chat.id, &item.id, "y").await.unwrap();
+        let now = stored(&state, &chat.id, &item.id).await;
+        let text = other + "y";
+        assert_eq!(now.text, text);
+        assert_eq!(
+            serde_json::to_value(&now.ui).unwrap(),
+            fresh(&state, &item.id, &text, false).await
+        );
+        // A delta over the limit is refused, whatever the draft says.
+        let max = state.chat_limits().item_text_bytes;
+        let big = "x".repeat(max);
+        let refused = state.append_delta(&chat.id, &item.id, &big).await;
+        assert_eq!(refused.unwrap_err().code(), ErrorCode::PayloadTooLarge);
+        assert_eq!(stored(&state, &chat.id, &item.id).await.text, text);
+        state.sync().shutdown().await;
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -26,7 +26,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JsonBody, Params, QueryParams, SYNC_SEQ_HEADER, WriteSource};
 use crate::feed;
 use crate::gate::{Attached, Owned, Writes, record_writes};
-use crate::limits::{MAX_BODY_BYTES, MAX_TITLE_CHARS};
+use crate::limits::MAX_BODY_BYTES;
 use crate::metrics::Metrics;
 use crate::schema::{wire_schema, wire_types};
 use crate::sources::{InsertError, SourceInfo};
@@ -481,11 +481,6 @@ async fn create_chat(
     JsonBody(body): JsonBody<NewChatBody>,
 ) -> Result<Response, ApiError> {
     let title = body.title.unwrap_or_default();
-    if title.chars().count() > MAX_TITLE_CHARS {
-        return Err(ApiError::bad_request(format!(
-            "`title` may hold at most {MAX_TITLE_CHARS} characters"
-        )));
-    }
     let project = match body.project {
         Some(p) if principal.in_project(&p) => p,
         Some(_) => {
@@ -501,7 +496,6 @@ async fn create_chat(
             .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
     };
     let chat = state
-        .store()
         .create_chat(&principal.user_id, &project, &title)
         .await?;
     Ok(json(StatusCode::CREATED, &chat, None))

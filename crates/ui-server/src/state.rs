@@ -18,6 +18,7 @@ use ui_sync::{
 use crate::auth::{Authenticator, DemoAuth, NoAuth};
 use crate::config::{ChatLimits, ServerConfig, SourcesConfig};
 use crate::db::Db;
+use crate::drafts::ReplyDrafts;
 use crate::error::ServerError;
 use crate::limits::MAX_TRACKED_SESSIONS;
 use crate::metrics::{MeteredSource, Metrics, Snapshot};
@@ -64,6 +65,7 @@ struct Inner {
     conn_limits: ConnLimits,
     secure_cookies: bool,
     replies: Vec<tokio::sync::Mutex<()>>,
+    drafts: ReplyDrafts,
     started: tokio::time::Instant,
     limits: ServiceLimits,
     chat_limits: ChatLimits,
@@ -347,6 +349,7 @@ impl AppBuilder {
                 replies: (0..REPLY_STRIPES)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),
+                drafts: ReplyDrafts::default(),
                 started: tokio::time::Instant::now(),
                 limits,
                 chat_limits,
@@ -649,6 +652,11 @@ impl AppState {
             ));
         }
         Ok(())
+    }
+
+    /// The drafts of the replies that stream (take one only under its reply's lock).
+    pub(crate) fn drafts(&self) -> &ReplyDrafts {
+        &self.inner.drafts
     }
 
     /// The lock that keeps the deltas of one reply in order.

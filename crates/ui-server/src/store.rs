@@ -909,6 +909,54 @@ impl ChatStore {
         Ok(())
     }
 
+    /// Appends `delta` to the text of the streaming reply `item_id` and stores
+    /// `blocks_json` as its blocks, when the item is a streaming assistant reply whose text
+    /// is `text`; answers whether it was (and so whether anything was written). SQLite
+    /// still writes the whole row; PostgreSQL records the chat's event in the same transaction.
+    pub(crate) async fn append_reply(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        text: &str,
+        delta: &str,
+        blocks_json: String,
+    ) -> DbResult<bool> {
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_append_reply(pg, chat_id, item_id, text, delta, blocks_json)
+                    .await;
+            }
+        };
+        let (c, i, t, d, cache) = (
+            chat_id.to_owned(),
+            item_id.to_owned(),
+            text.to_owned(),
+            delta.to_owned(),
+            Arc::clone(&self.cache),
+        );
+        let appended = db
+            .write(move |conn| {
+                let rows = conn
+                    .prepare_cached(
+                        "UPDATE ui_items SET text = text || ?4, blocks = ?5 \
+                         WHERE chat_id = ?1 AND id = ?2 AND role = 'assistant' \
+                           AND streaming = 1 AND text = ?3",
+                    )?
+                    .execute(params![c, i, t, d, blocks_json])?;
+                if rows > 0 {
+                    Self::item_written(&cache, &c, &i);
+                }
+                Ok(rows > 0)
+            })
+            .await?;
+        if appended {
+            self.touch(chat_id).await;
+        }
+        Ok(appended)
+    }
+
     /// The stored item, as the host service sees it.
     pub(crate) async fn stored_item(
         &self,

@@ -457,6 +457,56 @@ impl ChatStore {
         Ok(())
     }
 
+    /// [`ChatStore::append_reply`] on PostgreSQL: the delta appended in SQL when the
+    /// stored text is still `text`, with the chat's change event in the same transaction.
+    pub(super) async fn pg_append_reply(
+        &self,
+        pg: &PgBackend,
+        chat_id: &str,
+        item_id: &str,
+        text: &str,
+        delta: &str,
+        blocks_json: String,
+    ) -> DbResult<bool> {
+        let events = self.pg_chat_events(pg, chat_id).await?;
+        let (db, c, i, t, d, cache) = (
+            pg.db.clone(),
+            chat_id.to_owned(),
+            item_id.to_owned(),
+            text.to_owned(),
+            delta.to_owned(),
+            Arc::clone(&self.cache),
+        );
+        let (appended, seq) = pg
+            .db
+            .write(async move {
+                let mut conn = db.get().await?;
+                let tx = conn.transaction().await?;
+                let written = tx
+                    .execute(
+                        "UPDATE ui_items SET text = text || $4, blocks = $5 \
+                         WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
+                           AND streaming AND text = $3",
+                        &[&c, &i, &t, &d, &blocks_json],
+                    )
+                    .await?;
+                let seq = if written > 0 {
+                    events.append(&tx).await?
+                } else {
+                    None
+                };
+                let committed = tx.commit().await;
+                // Dropped even when the commit failed: what it left is unknown.
+                invalidate_item(&cache, &c, &i);
+                committed?;
+                conn.release();
+                Ok((written > 0, seq))
+            })
+            .await?;
+        self.pg_committed(seq);
+        Ok(appended)
+    }
+
     /// An item's facts (not its text, readings and answers) and, when asked, its access.
     #[allow(clippy::type_complexity)]
     pub(super) async fn pg_facts(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use tokio::sync::watch;
-use ui_compiler::{has_fence, may_reference_host};
+use ui_compiler::{Block, has_fence, may_reference_host};
 use ui_core::{Budget, Value};
 
 use super::{UiQueries, lock};
@@ -124,15 +124,22 @@ impl UiQueries {
     /// Called for every change of an assistant item that may carry UI (`observe`, §4.1,
     /// §9): starts or joins the capture when the item may reference the host, and when the
     /// reply is final starts one background freeze of its first readings.
-    pub async fn observe(self: &Arc<Self>, chat_id: &str, item_id: &str, is_final: bool) {
+    ///
+    /// Answers whether it admitted the item (§4.1). A non-final call only starts a capture
+    /// the item does not have yet: once a call admitted the item, later non-final calls
+    /// for it only join that capture, and a call on an item that [`admits_by_content`]
+    /// refuses can at most join one started elsewhere. So a caller that streams a reply
+    /// may skip the non-final calls once one answered `true`, and while the reply opens no
+    /// UI fence or [`admits_by_content`] refuses it.
+    pub async fn observe(self: &Arc<Self>, chat_id: &str, item_id: &str, is_final: bool) -> bool {
         let Some(item) = self.store.item(chat_id, item_id).await else {
-            return;
+            return false;
         };
         if !item.assistant
             || item.parent_tool_use_id.is_some()
             || !has_fence(&item.text, &self.fence_language)
         {
-            return;
+            return false;
         }
         let capturing =
             lock(&self.captures).contains_key(&(chat_id.to_owned(), item_id.to_owned()));
@@ -141,10 +148,9 @@ impl UiQueries {
                 .ui_queries
                 .as_ref()
                 .is_some_and(|q| q.author_chat_id == chat_id)
-            || may_reference_host(&item.text)
-            || item.blocks.iter().any(|b| !b.queries.is_empty());
+            || admits_by_content(&item.text, &item.blocks);
         if !admitted {
-            return;
+            return false;
         }
         let this = Arc::clone(self);
         let (chat, id) = (chat_id.to_owned(), item_id.to_owned());
@@ -161,5 +167,14 @@ impl UiQueries {
                 });
             }
         }
+        true
     }
+}
+
+/// Whether an assistant item's text and blocks admit it to a capture by themselves
+/// (`host.md` §4.1, conditions 2 and 3): the text may reference the host, or a block
+/// declares a query. ([`UiQueries::observe`] also admits an item whose capture is in flight
+/// or recorded, and only an item whose text opens a UI fence.)
+pub fn admits_by_content(text: &str, blocks: &[Arc<Block>]) -> bool {
+    may_reference_host(text) || blocks.iter().any(|b| !b.queries.is_empty())
 }

@@ -40,6 +40,7 @@ use crate::source::UiHost;
 use crate::store::{StoredBlock, StoredItem, UiStore};
 use table::SharedTable;
 
+pub use capture::admits_by_content;
 pub use choice::IssueRequest;
 
 use capture::CaptureOutcome;

@@ -705,6 +705,15 @@ fn register_rust_sources(
     Ok(infos)
 }
 
+/// The sources file or text of the configuration (none: no SQL sources).
+fn load_sources(config: &SourcesConfig) -> Result<TomlSources, ServerError> {
+    match config {
+        SourcesConfig::None => Ok(TomlSources::empty()),
+        SourcesConfig::File(path) => TomlSources::load(path),
+        SourcesConfig::Inline(text) => TomlSources::parse(text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -735,14 +744,5 @@ mod tests {
         assert!(state.poll_token("first").is_ok());
         state.sync().shutdown().await;
         std::fs::remove_dir_all(&dir).ok();
-    }
-}
-
-/// The sources file or text of the configuration (none: no SQL sources).
-fn load_sources(config: &SourcesConfig) -> Result<TomlSources, ServerError> {
-    match config {
-        SourcesConfig::None => Ok(TomlSources::empty()),
-        SourcesConfig::File(path) => TomlSources::load(path),
-        SourcesConfig::Inline(text) => TomlSources::parse(text),
     }
 }

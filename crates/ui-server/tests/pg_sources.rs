@@ -553,7 +553,10 @@ args = { type = "object" }
             format!("{source}{extra}")
         };
         let (refused, _dir) = open(text).await;
-        let error = refused.err().expect("refused at start").to_string();
+        let Err(error) = refused else {
+            panic!("{key}: started");
+        };
+        let error = error.to_string();
         assert!(error.contains(key), "{error}");
     }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use tokio_postgres::Transaction;
+use tokio_postgres::types::ToSql;
 use ui_host::{ChoiceAnswer, ChoiceOrigin, SendResult, StoreError, UiQueryState};
 use ui_sync::{Audience, ChangeDraft, Cursor, NewRow, PgStore, Seq};
 
@@ -421,39 +422,19 @@ impl ChatStore {
         update: ReplyUpdate,
     ) -> DbResult<()> {
         let blocks = json_text(&update.blocks)?;
-        let events = self.pg_chat_events(pg, chat_id).await?;
-        let (db, c, i, cache) = (
-            pg.db.clone(),
-            chat_id.to_owned(),
-            item_id.to_owned(),
-            Arc::clone(&self.cache),
-        );
-        let seq = pg
-            .db
-            .write(async move {
-                let mut conn = db.get().await?;
-                let tx = conn.transaction().await?;
-                let written = tx
-                    .execute(
-                        "UPDATE ui_items SET text = $3, blocks = $4, streaming = $5 \
-                         WHERE chat_id = $1 AND id = $2",
-                        &[&c, &i, &update.text, &blocks, &update.streaming],
-                    )
-                    .await?;
-                let seq = if written > 0 {
-                    events.append(&tx).await?
-                } else {
-                    None
-                };
-                let committed = tx.commit().await;
-                // Dropped even when the commit failed: what it left is unknown.
-                invalidate_item(&cache, &c, &i);
-                committed?;
-                conn.release();
-                Ok(seq)
-            })
-            .await?;
-        self.pg_committed(seq);
+        self.pg_update_item(
+            pg,
+            chat_id,
+            item_id,
+            "UPDATE ui_items SET text = $3, blocks = $4, streaming = $5 \
+             WHERE chat_id = $1 AND id = $2",
+            vec![
+                Box::new(update.text),
+                Box::new(blocks),
+                Box::new(update.streaming),
+            ],
+        )
+        .await?;
         Ok(())
     }
 
@@ -468,43 +449,63 @@ impl ChatStore {
         delta: &str,
         blocks_json: String,
     ) -> DbResult<bool> {
+        self.pg_update_item(
+            pg,
+            chat_id,
+            item_id,
+            "UPDATE ui_items SET text = text || $4, blocks = $5 \
+             WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
+               AND streaming AND text = $3",
+            vec![
+                Box::new(text.to_owned()),
+                Box::new(delta.to_owned()),
+                Box::new(blocks_json),
+            ],
+        )
+        .await
+    }
+
+    /// Runs `sql`, an `UPDATE` of one item (`$1` the chat, `$2` the item, then `params`),
+    /// and when it wrote, appends the chat's change event in the same transaction; drops
+    /// the item's cached facts even when the commit failed (what it left is unknown).
+    /// Answers whether a row was written.
+    async fn pg_update_item(
+        &self,
+        pg: &PgBackend,
+        chat_id: &str,
+        item_id: &str,
+        sql: &'static str,
+        params: Vec<Box<dyn ToSql + Send + Sync>>,
+    ) -> DbResult<bool> {
         let events = self.pg_chat_events(pg, chat_id).await?;
-        let (db, c, i, t, d, cache) = (
+        let (db, c, i, cache) = (
             pg.db.clone(),
             chat_id.to_owned(),
             item_id.to_owned(),
-            text.to_owned(),
-            delta.to_owned(),
             Arc::clone(&self.cache),
         );
-        let (appended, seq) = pg
+        let (written, seq) = pg
             .db
             .write(async move {
                 let mut conn = db.get().await?;
                 let tx = conn.transaction().await?;
-                let written = tx
-                    .execute(
-                        "UPDATE ui_items SET text = text || $4, blocks = $5 \
-                         WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
-                           AND streaming AND text = $3",
-                        &[&c, &i, &t, &d, &blocks_json],
-                    )
-                    .await?;
-                let seq = if written > 0 {
+                let mut args: Vec<&(dyn ToSql + Sync)> = vec![&c, &i];
+                args.extend(params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
+                let written = tx.execute(sql, &args).await? > 0;
+                let seq = if written {
                     events.append(&tx).await?
                 } else {
                     None
                 };
                 let committed = tx.commit().await;
-                // Dropped even when the commit failed: what it left is unknown.
                 invalidate_item(&cache, &c, &i);
                 committed?;
                 conn.release();
-                Ok((written > 0, seq))
+                Ok((written, seq))
             })
             .await?;
         self.pg_committed(seq);
-        Ok(appended)
+        Ok(written)
     }
 
     /// An item's facts (not its text, readings and answers) and, when asked, its access.
@@ -636,37 +637,14 @@ impl ChatStore {
         state: &UiQueryState,
     ) -> DbResult<()> {
         let text = json_text(state)?;
-        let events = self.pg_chat_events(pg, chat_id).await?;
-        let (db, c, i, cache) = (
-            pg.db.clone(),
-            chat_id.to_owned(),
-            item_id.to_owned(),
-            Arc::clone(&self.cache),
-        );
-        let seq = pg
-            .db
-            .write(async move {
-                let mut conn = db.get().await?;
-                let tx = conn.transaction().await?;
-                let written = tx
-                    .execute(
-                        "UPDATE ui_items SET ui_queries = $3 WHERE chat_id = $1 AND id = $2",
-                        &[&c, &i, &text],
-                    )
-                    .await?;
-                let seq = if written > 0 {
-                    events.append(&tx).await?
-                } else {
-                    None
-                };
-                let committed = tx.commit().await;
-                invalidate_item(&cache, &c, &i);
-                committed?;
-                conn.release();
-                Ok(seq)
-            })
-            .await?;
-        self.pg_committed(seq);
+        self.pg_update_item(
+            pg,
+            chat_id,
+            item_id,
+            "UPDATE ui_items SET ui_queries = $3 WHERE chat_id = $1 AND id = $2",
+            vec![Box::new(text)],
+        )
+        .await?;
         Ok(())
     }
 

@@ -10,7 +10,7 @@
 //!
 //! | figure (`fanout/<name>/figures.json`) | what is measured |
 //! | --- | --- |
-//! | `streams_10000` | 10,000 streams (1,667 sessions × at most 6); server windows as `sync.md` §9.1 (appender 50 ms, flush 100 ms); 5 rounds of one row written through `POST /api/sources/ci.runs/rows`. Per stream, the arrival of its `changes` frame, taken from the kernel (`SO_TIMESTAMPNS`: when the bytes reached the client socket, not when the client got round to reading them): p50/p99/max **from the write** (the request sent) and **from the frame being ready** (the write answered + the flush window: the answer comes after the commit, and every stream opens its window when it takes the batch, after the commit, so this start is never later than a stream's real one and the figure never flatters). Memory: the server process's RSS (`/proc/<pid>/status`) before and after opening the streams, per stream. |
+//! | `streams_10000` | 10,000 streams (1,667 sessions × at most 6); server windows as `sync.md` §9.1 (appender 50 ms, flush 100 ms); 5 rounds of one row written through `POST /api/sources/ci.runs/rows`. Per stream, the arrival of its `changes` frame, taken from the kernel (`SO_TIMESTAMPNS`: when the bytes reached the client socket, not when the client got round to reading them): p50/p99/max **from the write** (the request sent) and **from the frame being ready** (the end of the streams' flush window: the server child reports when the batch with the row reached its hub, `Batch::published`, from which every stream opens its window; taken 1 ms early, as the streams count in whole ms, so the figure never flatters). Memory: the server process's RSS (`/proc/<pid>/status`) before and after opening the streams, per stream. |
 //! | `streams_10000_no_windows` | the same with both windows at 1 ms: what the write, the log and the fan-out cost |
 //!
 //! The targets (issue 18): p99 from the frame being ready ≤ 100 ms, from the write
@@ -25,6 +25,8 @@
 
 #![allow(missing_docs)]
 
+// mimalloc, the allocator the binary ships with (set by the benches library).
+use benches as _;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd as _;
@@ -48,6 +50,10 @@ const STREAMS_NO_WINDOWS: &str = "fanout/streams_10000_no_windows";
 const STREAMS_PER_SESSION: usize = 6;
 /// Streams being opened at once.
 const OPENING_AT_ONCE: usize = 64;
+/// How long after a write the readers leave the frames unread (the server's fan-out,
+/// about 0.25 s, is over by then; a frame later than this is still read and stamped right,
+/// only with the client competing for the CPU).
+const HOLD: Duration = Duration::from_secs(1);
 /// Longest wait for any one step.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -245,6 +251,25 @@ fn server_main(windows: &str) {
         let addr = listener.local_addr().expect("its address");
         println!("ADDR {addr}");
         std::io::stdout().flush().expect("stdout");
+        // When each batch with a `ci.runs` row reached the hub, on the wall clock: the
+        // streams open their flush windows from that moment (`Batch::published`).
+        let mut hub = state.sync().subscribe();
+        tokio::spawn(async move {
+            while let Ok(batch) = hub.recv().await {
+                let Some(published) = batch.published else {
+                    continue;
+                };
+                if !batch.rows.iter().any(|r| r.row.source == "ci.runs") {
+                    continue;
+                }
+                let wall = SystemTime::now() - published.elapsed();
+                let ns = wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+                println!("PUBLISHED {ns}");
+                if std::io::stdout().flush().is_err() {
+                    return;
+                }
+            }
+        });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
             // EOF (or an error) on stdin: the parent is done, or gone.
@@ -265,10 +290,11 @@ fn server_main(windows: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The server child and its address.
+/// The server child, its address, and the hub publication times it reports.
 struct ServerProcess {
     child: Child,
     addr: SocketAddr,
+    published: tokio::sync::Mutex<mpsc::UnboundedReceiver<SystemTime>>,
 }
 
 impl ServerProcess {
@@ -282,8 +308,9 @@ impl ServerProcess {
             .spawn()
             .expect("the server process starts");
         let stdout = child.stdout.take().expect("its stdout");
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout)
+        stdout
             .read_line(&mut line)
             .expect("the server says where it listens");
         let addr = line
@@ -291,7 +318,41 @@ impl ServerProcess {
             .strip_prefix("ADDR ")
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("the server's first line: {line:?}"));
-        ServerProcess { child, addr }
+        let (tx, published) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                let Some(ns) = line
+                    .strip_prefix("PUBLISHED ")
+                    .and_then(|n| n.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                if tx.send(UNIX_EPOCH + Duration::from_nanos(ns)).is_err() {
+                    return;
+                }
+            }
+        });
+        ServerProcess {
+            child,
+            addr,
+            published: tokio::sync::Mutex::new(published),
+        }
+    }
+
+    /// Forgets the publications reported so far.
+    async fn forget_published(&self) {
+        let mut published = self.published.lock().await;
+        while published.try_recv().is_ok() {}
+    }
+
+    /// When the next batch with a `ci.runs` row reached the server's hub.
+    async fn next_published(&self) -> SystemTime {
+        let mut published = self.published.lock().await;
+        tokio::time::timeout(STEP_TIMEOUT, published.recv())
+            .await
+            .expect("the server reports the batch's publication in time")
+            .expect("the server runs")
     }
 
     /// The server's resident memory in bytes.
@@ -416,15 +477,97 @@ fn stamp_arrivals(tcp: &TcpStream) {
         .expect("SO_TIMESTAMPNS");
 }
 
-/// One open event stream, read until it ends: sends `(stream, arrival)` for every
-/// `changes` frame naming `ci.runs`. The first frame must be `hello`.
+/// Where the readers put the arrival of a round's `changes` frame: a slot per stream and a
+/// count, with no channel or wake-up per frame, so that collecting costs the load generator
+/// (which shares the two cores with the server) as little as it can.
+struct Arrivals {
+    /// Per stream, the arrival in ns since the epoch; 0 while none.
+    at_ns: Vec<std::sync::atomic::AtomicU64>,
+    /// Frames recorded this round; a stream's second one counts in `twice` too.
+    count: std::sync::atomic::AtomicUsize,
+    twice: std::sync::atomic::AtomicUsize,
+    /// Woken when `count` reaches the number of streams.
+    all: tokio::sync::Notify,
+    /// How many rounds the readers may read: they leave round `r`'s frame in the socket
+    /// until this passes `r`.
+    opened: tokio::sync::watch::Sender<usize>,
+}
+
+impl Arrivals {
+    fn new(streams: usize) -> Arrivals {
+        Arrivals {
+            at_ns: (0..streams).map(|_| 0.into()).collect(),
+            count: 0.into(),
+            twice: 0.into(),
+            all: tokio::sync::Notify::new(),
+            opened: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// Lets the readers read the frames of rounds up to `round`.
+    fn open(&self, round: usize) {
+        self.opened.send_replace(round + 1);
+    }
+
+    fn record(&self, stream: usize, at: SystemTime) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let ns = at
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        if self.at_ns[stream].swap(ns, SeqCst) != 0 {
+            self.twice.fetch_add(1, SeqCst);
+        }
+        if self.count.fetch_add(1, SeqCst) + 1 == self.at_ns.len() {
+            self.all.notify_one();
+        }
+    }
+
+    /// Empties the slots for the next round (no frame is due while it runs).
+    fn clear(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        for slot in &self.at_ns {
+            slot.store(0, SeqCst);
+        }
+        self.count.store(0, SeqCst);
+    }
+
+    /// Waits until every stream had its frame; their arrival times.
+    async fn every_stream(&self, round: usize) -> Vec<SystemTime> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if tokio::time::timeout(STEP_TIMEOUT, self.all.notified())
+            .await
+            .is_err()
+        {
+            let had = self.at_ns.iter().filter(|a| a.load(SeqCst) != 0).count();
+            panic!(
+                "round {round}: only {had} of {} streams had the change",
+                self.at_ns.len()
+            );
+        }
+        assert_eq!(
+            self.twice.load(SeqCst),
+            0,
+            "round {round}: a stream had the change twice"
+        );
+        self.at_ns
+            .iter()
+            .map(|a| UNIX_EPOCH + Duration::from_nanos(a.load(SeqCst)))
+            .collect()
+    }
+}
+
+/// One open event stream, read until it ends: records the arrival of every `changes`
+/// frame naming `ci.runs` in `seen`. The first frame must be `hello`. After it, the reader
+/// reads a round's frame only once the round is opened ([`Arrivals::open`]): the kernel
+/// stamps the arrival whenever it is read, and a reader left waiting takes no CPU from the
+/// server while it fans out.
 async fn stream_reader(
     addr: SocketAddr,
     cookie: String,
     stream: usize,
     opening: Arc<Semaphore>,
     ready: mpsc::UnboundedSender<()>,
-    seen: mpsc::UnboundedSender<(usize, SystemTime)>,
+    seen: Arc<Arrivals>,
 ) {
     let permit = opening.acquire_owned().await.expect("open");
     let tcp = TcpStream::connect(addr).await.expect("connect");
@@ -446,7 +589,17 @@ async fn stream_reader(
     let mut pending: Vec<u8> = Vec::new();
     let mut hello = false;
     let mut permit = Some(permit);
+    let mut opened = seen.opened.subscribe();
+    let mut rounds_seen = 0;
     loop {
+        if hello
+            && opened
+                .wait_for(|opened| *opened > rounds_seen)
+                .await
+                .is_err()
+        {
+            return;
+        }
         let read = tokio::time::timeout(
             if hello {
                 Duration::from_secs(3600)
@@ -483,7 +636,8 @@ async fn stream_reader(
                     let _ = ready.send(());
                 }
             } else if text.contains("event: changes") && text.contains("\"source\":\"ci.runs\"") {
-                let _ = seen.send((stream, at.unwrap_or_else(SystemTime::now)));
+                seen.record(stream, at.unwrap_or_else(SystemTime::now));
+                rounds_seen += 1;
             }
         }
         if pending.capacity() > 4096 {
@@ -584,7 +738,7 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
     // Settle, then the baseline: everything but the streams is in place.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_before = server.rss();
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<(usize, SystemTime)>();
+    let seen = Arc::new(Arrivals::new(sizes.streams));
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<()>();
     let opening = Arc::new(Semaphore::new(OPENING_AT_ONCE));
     let open_started = Instant::now();
@@ -597,10 +751,10 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
             stream,
             opening.clone(),
             ready_tx.clone(),
-            seen_tx.clone(),
+            seen.clone(),
         )));
     }
-    drop((seen_tx, ready_tx));
+    drop(ready_tx);
     for _ in 0..sizes.streams {
         tokio::time::timeout(STEP_TIMEOUT, ready_rx.recv())
             .await
@@ -618,6 +772,8 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
     let mut acks = Vec::new();
     for round in 0..sizes.rounds {
         let row = json!({"rows": [{"branch": "main", "name": format!("fan-out {round}"), "status": "passed"}]});
+        server.forget_published().await;
+        seen.clear();
         let sent = SystemTime::now();
         let (status, _, body) = call(
             addr,
@@ -630,21 +786,16 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
         let answered = SystemTime::now();
         assert_eq!(status, 200, "write: {body}");
         acks.push(ms_between(sent, answered));
-        let ready_at = answered + Duration::from_millis(flush_ms);
-        let mut got = vec![false; sizes.streams];
+        // The streams' flush deadline is the publication plus the window, taken in whole
+        // ms of the server's clock, so up to 1 ms earlier: the earlier bound is used, and
+        // the figure never flatters.
+        let published = server.next_published().await;
+        let ready_at = published + Duration::from_millis(flush_ms) - Duration::from_millis(1);
+        // The fan-out is over long before; the frames wait in the sockets, stamped.
+        tokio::time::sleep(HOLD).await;
+        seen.open(round);
         let mut last: f64 = 0.0;
-        for delivered in 0..sizes.streams {
-            let (stream, at) = tokio::time::timeout(STEP_TIMEOUT, seen_rx.recv())
-                .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "round {round}: only {delivered} of {} streams had the change",
-                        sizes.streams
-                    )
-                })
-                .expect("the readers run");
-            assert!(!got[stream], "stream {stream} had the change twice");
-            got[stream] = true;
+        for at in seen.every_stream(round).await {
             let w = ms_between(sent, at);
             last = last.max(w);
             from_write.push(w);

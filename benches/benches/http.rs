@@ -25,6 +25,8 @@
 //! argument (criterion's timing options) is ignored. Every loop is bounded in count and
 //! time: the whole bench takes well under a minute.
 
+// mimalloc, the allocator the binary ships with (set by the benches library).
+use benches as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 
 #![allow(missing_docs)]
 
+// mimalloc, the allocator the binary ships with (set by the benches library).
+use benches as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

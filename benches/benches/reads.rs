@@ -14,6 +14,8 @@
 
 #![allow(missing_docs)]
 
+// mimalloc, the allocator the binary ships with (set by the benches library).
+use benches as _;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,6 +11,8 @@
 //!
 //! Everything is set up (files, services, subscriber tasks) before anything is timed.
 
+// mimalloc, the allocator the binary ships with (set by the benches library).
+use benches as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

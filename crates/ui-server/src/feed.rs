@@ -2,14 +2,19 @@
 //! principal's audiences (`user:<id>`, `project:<id>`, `global`).
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::ReusableBoxFuture;
 use ui_sync::{
     Audience, Batch, Frame, LogRow, PollBody, ReadAfter, SlotRefused, StreamConn, StreamSlot,
     SyncError, resume_cursor, retry_after_secs, stream_lifetime,
@@ -125,14 +130,16 @@ pub(crate) async fn events(
         conn,
         audiences,
         member_of: Audience::user(&principal.user_id),
+        hub: ReusableBoxFuture::new(next_batch(hub)),
+        ended: Box::pin(session_ended(state.signed_out(), principal.session.clone()).fuse()),
+        shutdown: Box::pin(shutdown_turn(state.clone()).fuse()),
         principal,
-        shutdown_turn: random_unit(),
         _slot: slot,
-        hub,
-        signed_out: state.signed_out(),
-        shutdown: state.shutdown_watch(),
         state,
         queue: first.into(),
+        // Set before its first poll (a branch without a deadline is never polled).
+        timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+        timer_at: None,
     };
     // The socket pulls the frames: no task or channel of its own per stream, and a client
     // that stops reading stops the stream (backpressure, `sync.md` §9.2).
@@ -182,11 +189,19 @@ fn wire(frame: Frame) -> Bytes {
 /// One open stream: its state machine, who it serves and what they may see, what wakes it,
 /// the frames due, and its slot (freed on drop, when the client goes away or the stream
 /// ends).
+///
+/// What wakes it (the hub, the timer, a sign-out, the shutdown) are futures kept for the
+/// stream's life, not made anew at every step: each stays registered with its channel
+/// while another wins, so one change costs 10,000 streams no trips through the channels'
+/// waiter locks beyond the hub's own.
 struct Connection {
     state: AppState,
-    hub: broadcast::Receiver<std::sync::Arc<Batch>>,
-    signed_out: broadcast::Receiver<String>,
-    shutdown: tokio::sync::watch::Receiver<Option<tokio::time::Instant>>,
+    /// The next hub batch, with the receiver.
+    hub: ReusableBoxFuture<'static, (HubItem, broadcast::Receiver<Arc<Batch>>)>,
+    /// Completes when this session is signed out ([`session_ended`]).
+    ended: Pin<Box<dyn Future<Output = Ended> + Send>>,
+    /// Completes at this stream's turn in a graceful shutdown ([`shutdown_turn`]).
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// Frames due, in order.
     queue: std::collections::VecDeque<Frame>,
     conn: StreamConn,
@@ -194,8 +209,10 @@ struct Connection {
     principal: Principal,
     /// `user:<id>`: the audience of this principal's `audience-changed` events.
     member_of: Audience,
-    /// Where in the spread of a graceful shutdown this stream says `bye` (`[0, 1)`).
-    shutdown_turn: f64,
+    /// The stream's timer (flush, tick, lifetime: [`StreamConn::next_deadline`]) and the
+    /// deadline it is set to.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timer_at: Option<tokio::time::Instant>,
     _slot: StreamSlot,
 }
 
@@ -204,7 +221,7 @@ enum Step {
     /// Frames to write.
     Frames(Vec<Frame>),
     /// A hub batch to take.
-    Batch(std::sync::Arc<Batch>),
+    Batch(Arc<Batch>),
 }
 
 impl Connection {
@@ -250,6 +267,19 @@ impl Connection {
         }
     }
 
+    /// When `batch` reached this process, on the stream clock: its hub publication (never
+    /// later than now). The flush window of its rows opens then, not when this stream got
+    /// round to taking it, so one change flushes on every stream at the same instant.
+    fn arrived(&self, batch: &Batch) -> u64 {
+        let now = self.state.now_ms();
+        batch.published.map_or(now, |at| {
+            let since = at.saturating_duration_since(self.state.started());
+            u64::try_from(since.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(now)
+        })
+    }
+
     /// Takes one hub batch in log order: rows up to an `audience-changed` event of this
     /// principal with the audiences held so far, the rows after it with the re-resolved
     /// ones. Exact: no row after the change is judged by the old memberships.
@@ -259,8 +289,9 @@ impl Connection {
             rows.iter()
                 .position(|r| r.seq > cursor && c.membership_row(r))
         };
+        let arrived = self.arrived(batch);
         if split(self, &batch.rows).is_none() {
-            return self.conn.on_batch(batch, self.state.now_ms());
+            return self.conn.on_batch(batch, arrived);
         }
         let mut out = Vec::new();
         let mut rest: &[LogRow] = &batch.rows;
@@ -270,8 +301,9 @@ impl Connection {
                 first: upto[0].seq,
                 last: upto[i].seq,
                 rows: upto.to_vec(),
+                published: batch.published,
             };
-            out.extend(self.conn.on_batch(&part, self.state.now_ms()));
+            out.extend(self.conn.on_batch(&part, arrived));
             out.extend(self.refresh().await);
             if self.conn.is_closed() {
                 return out;
@@ -282,8 +314,9 @@ impl Connection {
             first: rest.first().map_or(batch.last, |r| r.seq),
             last: batch.last,
             rows: rest.to_vec(),
+            published: batch.published,
         };
-        out.extend(self.conn.on_batch(&part, self.state.now_ms()));
+        out.extend(self.conn.on_batch(&part, arrived));
         out
     }
 
@@ -342,21 +375,41 @@ impl Connection {
         let deadline = conn
             .next_deadline()
             .map(|ms| state.started() + Duration::from_millis(ms));
+        // One timer for the stream's life, moved rather than made anew at every step: a
+        // later deadline (flush, then tick) is an atomic store, not a trip through the timer
+        // wheel's lock.
+        if let Some(at) = deadline
+            && self.timer_at != Some(at)
+        {
+            self.timer.as_mut().reset(at);
+            self.timer_at = Some(at);
+        }
+        let timer = &mut self.timer;
+        let hub = &mut self.hub;
         let step = tokio::select! {
-            batch = self.hub.recv() => match batch {
-                Ok(batch) => Step::Batch(batch),
-                Err(RecvError::Lagged(_)) => {
-                    conn.on_lagged();
-                    Step::Frames(Vec::new())
+            (batch, receiver) = &mut *hub => {
+                hub.set(next_batch(receiver));
+                match batch {
+                    Ok(batch) => Step::Batch(batch),
+                    Err(RecvError::Lagged(_)) => {
+                        conn.on_lagged();
+                        Step::Frames(Vec::new())
+                    }
+                    Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
                 }
-                Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
-            },
-            () = sleep_until(deadline) => Step::Frames(conn.poll_timers(state.now_ms())),
-            ended = self.signed_out.recv() => Step::Frames(match ended {
-                Ok(s) if s == self.principal.session => conn.sign_out(state.now_ms()),
-                _ => Vec::new(),
+            }
+            () = timer, if deadline.is_some() => Step::Frames(conn.poll_timers(state.now_ms())),
+            ended = &mut self.ended => Step::Frames(match ended {
+                Ended::SignedOut => conn.sign_out(state.now_ms()),
+                Ended::Unknown => {
+                    tracing::warn!(
+                        user = %self.principal.user_id,
+                        "sign-outs were missed; the stream rotates to be authenticated afresh"
+                    );
+                    conn.rotate(state.now_ms())
+                }
             }),
-            () = state.shutdown_turn(&mut self.shutdown, self.shutdown_turn) => {
+            () = &mut self.shutdown => {
                 let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
                 Step::Frames(conn.shutdown(retry, state.now_ms()))
             }
@@ -368,6 +421,46 @@ impl Connection {
         record_delivery_lag(&self.state, &frames);
         frames
     }
+}
+
+/// What the hub gave a stream.
+type HubItem = Result<Arc<Batch>, RecvError>;
+
+/// The next hub batch, handing the receiver back for the one after.
+async fn next_batch(
+    mut receiver: broadcast::Receiver<Arc<Batch>>,
+) -> (HubItem, broadcast::Receiver<Arc<Batch>>) {
+    let batch = receiver.recv().await;
+    (batch, receiver)
+}
+
+/// Why a stream's session may be over.
+enum Ended {
+    /// It was signed out.
+    SignedOut,
+    /// Sign-outs went by unread (the channel lagged): whether this one was among them is
+    /// unknown.
+    Unknown,
+}
+
+/// Completes when `session` is signed out, or when sign-outs were missed; never while the
+/// server (which holds the sender) runs otherwise.
+async fn session_ended(mut signed_out: broadcast::Receiver<String>, session: String) -> Ended {
+    loop {
+        match signed_out.recv().await {
+            Ok(ended) if ended == session => return Ended::SignedOut,
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => return Ended::Unknown,
+            Err(RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+/// Completes at this stream's turn to say `bye` in a graceful shutdown: a uniform draw
+/// over the spread ([`AppState::shutdown_turn`]).
+async fn shutdown_turn(state: AppState) {
+    let mut shutdown = state.shutdown_watch();
+    state.shutdown_turn(&mut shutdown, random_unit()).await;
 }
 
 /// Records the delivery lag of every event of live `frames` (catch-up reads after a
@@ -391,12 +484,5 @@ fn record_delivery_lag(state: &AppState, frames: &[Frame]) {
                 metrics.delivery_lag(Duration::from_millis(lag));
             }
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

@@ -1267,6 +1267,27 @@ async fn signing_out_ends_the_sessions_streams() {
     assert!(sse.next(Duration::from_millis(500)).await.is_none());
 }
 
+#[tokio::test]
+async fn a_stream_that_missed_sign_outs_rotates_to_be_authenticated_again() {
+    let app = App::new().await;
+    let alice = app.login("alice").await;
+    let mut sse = Sse::new(open_events(&app, &alice, None).await.into_body());
+    assert_eq!(sse.next(SECS).await.unwrap().event, "hello");
+    // More sign-outs than the channel holds, with no chance for the stream to read them
+    // (one thread, no await): whether its own session was among them is unknown.
+    for i in 0..100 {
+        app.state.end_session(&format!("someone-else-{i}"));
+    }
+    let frames = sse.until("bye", SECS).await;
+    let bye = frames.last().unwrap();
+    assert_eq!(bye.event, "bye");
+    assert_eq!(bye.data, json!({"reason": "rotate", "retryMs": 0}));
+    assert!(sse.next(Duration::from_millis(500)).await.is_none());
+    // Its session is still good: the client reconnects and is served.
+    let again = open_events(&app, &alice, None).await;
+    assert_eq!(again.status(), StatusCode::OK);
+}
+
 // ---- source writes ----
 
 #[tokio::test]

@@ -754,6 +754,7 @@ impl Shared {
                 first,
                 last: end,
                 rows,
+                published: Some(Instant::now()),
             }));
             if !full {
                 return;

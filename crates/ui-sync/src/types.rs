@@ -288,7 +288,13 @@ pub struct Token(pub [u8; 16]);
 impl Token {
     /// The 32 hex characters.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(32);
+        for b in self.0 {
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+        out
     }
 
     /// Parses 32 hex characters.
@@ -530,6 +536,11 @@ pub struct Batch {
     pub last: Seq,
     /// The rows, by seq.
     pub rows: Vec<LogRow>,
+    /// When the tailer published it to the hub (`None` for a batch made by hand). A stream
+    /// that takes the batch later opens its flush window from this moment, so every stream
+    /// of the process flushes one change at the same instant however long the wake-ups of
+    /// the others took.
+    pub published: Option<tokio::time::Instant>,
 }
 
 /// The log's identity and bounds.
@@ -608,6 +619,17 @@ pub fn collapse<'a>(rows: impl IntoIterator<Item = &'a LogRow>) -> Vec<WireEvent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_print_as_lowercase_hex_and_parse_back() {
+        let token = Token([
+            0x00, 0x01, 0x0f, 0x10, 0x7f, 0x80, 0xab, 0xcd, 0xef, 0xff, 0x12, 0x34, 0x56, 0x78,
+            0x9a, 0xbc,
+        ]);
+        let hex = token.to_hex();
+        assert_eq!(hex, "00010f107f80abcdefff123456789abc");
+        assert_eq!(Token::from_hex(&hex), Some(token));
+    }
 
     #[test]
     fn cursors_round_trip_and_refuse_junk() {

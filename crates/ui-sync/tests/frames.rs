@@ -103,6 +103,7 @@ fn frames(
                         first: r.seq,
                         last: r.seq,
                         rows: vec![r.clone()],
+                        published: None,
                     },
                     0,
                 ));
@@ -112,6 +113,7 @@ fn frames(
                     first: Seq(head),
                     last: Seq(head),
                     rows: Vec::new(),
+                    published: None,
                 },
                 0,
             ));

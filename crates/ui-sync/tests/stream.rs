@@ -54,6 +54,7 @@ fn batch(rows: Vec<LogRow>) -> Batch {
         first: rows.first().map_or(Seq(0), |r| r.seq),
         last: rows.last().map_or(Seq(0), |r| r.seq),
         rows,
+        published: None,
     }
 }
 

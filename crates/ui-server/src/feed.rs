@@ -25,6 +25,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::extract::{CursorParam, QueryParams};
 use crate::limits::{CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS};
 use crate::state::AppState;
+use crate::woken::Woken;
 
 /// Delay before a failed lag catch-up is tried again, in ms.
 const CATCH_UP_RETRY_MS: u64 = 1_000;
@@ -130,9 +131,11 @@ pub(crate) async fn events(
         conn,
         audiences,
         member_of: Audience::user(&principal.user_id),
-        hub: ReusableBoxFuture::new(next_batch(hub)),
-        ended: Box::pin(session_ended(state.signed_out(), principal.session.clone()).fuse()),
-        shutdown: Box::pin(shutdown_turn(state.clone()).fuse()),
+        hub: Woken::new(ReusableBoxFuture::new(next_batch(hub))),
+        ended: Woken::new(Box::pin(
+            session_ended(state.signed_out(), principal.session.clone()).fuse(),
+        )),
+        shutdown: Woken::new(Box::pin(shutdown_turn(state.clone()).fuse())),
         principal,
         _slot: slot,
         state,
@@ -161,29 +164,32 @@ pub(crate) async fn events(
     Ok(response)
 }
 
-/// The text of the last `changes` or `tick` frame written, with the frame. One change
-/// reaches every open stream as the same frame (same events, same cursor), and idle streams
-/// tick with the same cursor: the frame is serialised once and every stream writes the same
-/// [`Bytes`]. A memo of [`Frame::to_sse`], whose text depends only on the frame, so one for
-/// the process is right however many servers run in it.
-static LAST_FRAME: std::sync::Mutex<Option<(Frame, Bytes)>> = std::sync::Mutex::new(None);
+thread_local! {
+    /// The text of the last `changes` or `tick` frame this thread wrote, with the frame.
+    /// One change reaches every open stream as the same frame (same events, same cursor),
+    /// and idle streams tick with the same cursor: the frame is serialised once per worker
+    /// thread, with no lock between them, and every stream writes the same [`Bytes`]. A
+    /// memo of [`Frame::to_sse`], whose text depends only on the frame, so it is right
+    /// however many servers run in the process.
+    static LAST_FRAME: std::cell::RefCell<Option<(Frame, Bytes)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// The wire text of `frame`, shared with the streams that write the same frame.
 fn wire(frame: Frame) -> Bytes {
     if !matches!(frame, Frame::Changes { .. } | Frame::Tick { .. }) {
         return Bytes::from(frame.to_sse());
     }
-    let mut last = LAST_FRAME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((f, bytes)) = &*last
-        && *f == frame
-    {
-        return bytes.clone();
-    }
-    let bytes = Bytes::from(frame.to_sse());
-    *last = Some((frame, bytes.clone()));
-    bytes
+    LAST_FRAME.with_borrow_mut(|last| {
+        if let Some((f, bytes)) = &*last
+            && *f == frame
+        {
+            return bytes.clone();
+        }
+        let bytes = Bytes::from(frame.to_sse());
+        *last = Some((frame, bytes.clone()));
+        bytes
+    })
 }
 
 /// One open stream: its state machine, who it serves and what they may see, what wakes it,
@@ -191,17 +197,17 @@ fn wire(frame: Frame) -> Bytes {
 /// ends).
 ///
 /// What wakes it (the hub, the timer, a sign-out, the shutdown) are futures kept for the
-/// stream's life, not made anew at every step: each stays registered with its channel
-/// while another wins, so one change costs 10,000 streams no trips through the channels'
-/// waiter locks beyond the hub's own.
+/// stream's life, not made anew at every step, and each is polled only when its own waker
+/// fired ([`Woken`]): a stream woken by its timer polls nothing else, so one change costs
+/// 10,000 streams no trips through the channels' waiter locks beyond the hub's own.
 struct Connection {
     state: AppState,
     /// The next hub batch, with the receiver.
-    hub: ReusableBoxFuture<'static, (HubItem, broadcast::Receiver<Arc<Batch>>)>,
+    hub: Woken<ReusableBoxFuture<'static, (HubItem, broadcast::Receiver<Arc<Batch>>)>>,
     /// Completes when this session is signed out ([`session_ended`]).
-    ended: Pin<Box<dyn Future<Output = Ended> + Send>>,
+    ended: Woken<Pin<Box<dyn Future<Output = Ended> + Send>>>,
     /// Completes at this stream's turn in a graceful shutdown ([`shutdown_turn`]).
-    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    shutdown: Woken<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Frames due, in order.
     queue: std::collections::VecDeque<Frame>,
     conn: StreamConn,
@@ -387,8 +393,11 @@ impl Connection {
         let timer = &mut self.timer;
         let hub = &mut self.hub;
         let step = tokio::select! {
+            // The timer first: a stream woken by it goes on to write at once.
+            biased;
+            () = timer, if deadline.is_some() => Step::Frames(conn.poll_timers(state.now_ms())),
             (batch, receiver) = &mut *hub => {
-                hub.set(next_batch(receiver));
+                hub.inner_mut().set(next_batch(receiver));
                 match batch {
                     Ok(batch) => Step::Batch(batch),
                     Err(RecvError::Lagged(_)) => {
@@ -398,7 +407,6 @@ impl Connection {
                     Err(RecvError::Closed) => Step::Frames(conn.shutdown(0, state.now_ms())),
                 }
             }
-            () = timer, if deadline.is_some() => Step::Frames(conn.poll_timers(state.now_ms())),
             ended = &mut self.ended => Step::Frames(match ended {
                 Ended::SignedOut => conn.sign_out(state.now_ms()),
                 Ended::Unknown => {

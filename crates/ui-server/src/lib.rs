@@ -165,6 +165,7 @@ mod sources;
 mod state;
 mod store;
 mod view;
+mod woken;
 
 pub use auth::{
     Authenticator, DEMO_USERS, DemoAuth, DemoUser, MEMBERS_SOURCE, NoAuth, Principal,

@@ -50,6 +50,7 @@ use crate::config::ServerConfig;
 use crate::error::{ApiError, ErrorCode, ServerError};
 use crate::routes::router;
 use crate::state::{AppState, ConnLimits};
+use crate::woken::Woken;
 
 /// Connections over the cap that are answered (`503`) at once; more are closed unanswered.
 const MAX_REFUSALS: usize = 64;
@@ -361,20 +362,32 @@ async fn connection(
         .keep_alive(true)
         .serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
+    // The watchdog and the stop signal are polled only when they themselves woke the task,
+    // not at every write of an event stream ([`Woken`]).
+    let expired = std::pin::pin!(activity.expired(&limits));
+    let mut expired = Woken::new(expired);
+    let stop = std::pin::pin!(async {
+        // An error means the server is gone: stop too.
+        if stopping.wait_for(|stop| *stop).await.is_err() {
+            tracing::debug!("the server's stop signal closed");
+        }
+    });
+    let mut stop = Woken::new(stop);
     let mut draining = false;
     loop {
         tokio::select! {
+            biased;
             ended = conn.as_mut() => {
                 if let Err(e) = ended {
                     tracing::debug!(error = %e, "a connection ended with an error");
                 }
                 return;
             }
-            expired = activity.expired(&limits) => {
+            expired = &mut expired => {
                 tracing::debug!(timeout = expired, "closing a connection");
                 return;
             }
-            _ = stopping.wait_for(|stop| *stop), if !draining => {
+            () = &mut stop, if !draining => {
                 draining = true;
                 conn.as_mut().graceful_shutdown();
             }

@@ -708,7 +708,8 @@ impl StreamConn {
         // The common case without serialising anything: every event fits one frame even
         // at its longest possible text (one change reaches every open stream; measuring
         // each frame's text per stream was a third of a delivery's work).
-        let cursor_len = self.at(cursor).to_string().len();
+        // `<epoch>.<seq>`, measured without writing it.
+        let cursor_len = self.epoch.as_str().len() + 1 + decimal_len(cursor.0);
         let bound = FRAME_TEXT_MAX
             + 2 * cursor_len
             + events.iter().map(|e| event_len_max(e) + 1).sum::<usize>();
@@ -842,9 +843,21 @@ fn coarsen(sized: &mut Vec<Sized>, overhead: usize, limit: usize) {
     sized.sort_by_key(|s| s.floor);
 }
 
+/// How many digits `n` has in decimal.
+fn decimal_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_lengths_match_the_printed_numbers() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::MAX / 10, u64::MAX] {
+            assert_eq!(decimal_len(n), n.to_string().len(), "{n}");
+        }
+    }
 
     #[test]
     fn the_longest_text_bounds_hold() {

@@ -64,29 +64,47 @@ fn failure_json(f: &Failure) -> Json {
 ///
 /// # Errors
 /// Only I/O errors of `input` or `output`.
-pub fn run(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+pub fn run(mut input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    let mut line = String::with_capacity(64 * 1024);
     let mut buffer = Vec::with_capacity(64 * 1024);
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        // The line without its line feed, as `BufRead::lines` gives it (error messages
+        // count lines and columns).
+        let text = line.strip_suffix('\n').unwrap_or(&line);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if text.trim().is_empty() {
             continue;
         }
         buffer.clear();
-        write_response(&line, &mut buffer)?;
+        write_response(text, &mut buffer)?;
         buffer.push(b'\n');
         output.write_all(&buffer)?;
         output.flush()?;
     }
-    Ok(())
 }
 
 /// Serializes the answer to one request line into `out` (without the line feed).
 fn write_response(line: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
     match serde_json::from_str::<Json>(line) {
-        Ok(request) => serde_json::to_writer(out, &respond(&request))?,
-        Err(e) => serde_json::to_writer(out, &bad_json(&e))?,
+        Ok(request) => write_json(out, &respond(&request)),
+        Err(e) => write_json(out, &bad_json(&e)),
     }
-    Ok(())
+}
+
+/// Appends the compact JSON of `value` to `out`: the bytes `serde_json` writes.
+fn write_json<T: Serialize>(out: &mut Vec<u8>, value: &T) -> std::io::Result<()> {
+    #[cfg(feature = "speedups")]
+    {
+        crate::json::write(out, value).map_err(std::io::Error::other)
+    }
+    #[cfg(not(feature = "speedups"))]
+    {
+        Ok(serde_json::to_writer(out, value)?)
+    }
 }
 
 fn bad_json(e: &serde_json::Error) -> Json {
@@ -715,3 +733,4 @@ impl<'r> Request<'r> {
         Ok(Answer::Stream { prefixes, last })
     }
 }
+

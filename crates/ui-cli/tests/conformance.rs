@@ -4,7 +4,9 @@
 //! Every case is run through the driver exactly as the corpus README says; two responses
 //! match when they are equal as JSON after removing `message`, `expressions`,
 //! `expression`, `tag` and `op` at any depth. Every section of every case must match; the
-//! per-section summary is a snapshot so drift shows in review.
+//! per-section summary is a snapshot so drift shows in review. The same requests sent as
+//! lines through `driver::run` (the process's own path, with its own JSON writer) answer
+//! with exactly the bytes `serde_json` writes for `driver::handle`'s answers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +91,8 @@ fn corpus_matches_the_reference() {
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut cases = Vec::new();
+    let mut lines = String::new();
+    let mut answers = String::new();
     for name in &names {
         let text = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap();
         let expected = read_json(&dir.join(format!("{name}.expected.json")));
@@ -143,6 +147,8 @@ fn corpus_matches_the_reference() {
         let mut case_ok = true;
         for (section, request, expected) in runs {
             let ours = ui_cli::driver::handle(&request);
+            lines.push_str(&format!("{request}\n"));
+            answers.push_str(&format!("{ours}\n"));
             let tally = tallies.entry(section.clone()).or_default();
             match first_difference(&strip(&ours), &strip(expected), "") {
                 None => tally.passed += 1,
@@ -167,6 +173,13 @@ fn corpus_matches_the_reference() {
     summary.push_str(&cases.join("\n"));
     summary.push('\n');
     insta::assert_snapshot!("conformance_summary", summary);
+    let mut piped = Vec::new();
+    ui_cli::driver::run(lines.as_bytes(), &mut piped).expect("the driver runs");
+    let piped = String::from_utf8(piped).expect("the driver writes UTF-8");
+    for (line, (ours, request)) in piped.lines().zip(answers.lines().zip(lines.lines())) {
+        assert_eq!(line, ours, "driver::run and driver::handle differ on {request}");
+    }
+    assert_eq!(piped.lines().count(), lines.lines().count());
     assert!(
         failures.is_empty(),
         "{} sections differ from the reference:\n{}",

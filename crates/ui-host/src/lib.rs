@@ -141,7 +141,10 @@ mod store;
 pub use changes::{ChangeFeed, ChangeIndex, ChangeScope};
 pub use clock::{BudgetClock, HostClock, Sleep, TokioClock};
 pub use payload::{ChoicePayload, LinkPayload, QueryPayload};
-pub use reading::{HostError, QueryReading, ReadingState, ReadingSync, UiRefusal, WireRefusal};
+pub use reading::{
+    AnswerJson, HostError, QueryAnswer, QueryReading, ReadingState, ReadingSync, UiRefusal,
+    WireRefusal,
+};
 pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
 pub use service::{IssueRequest, ServiceLimits, ServiceStats, UiQueries, admits_by_content};
 pub use source::{

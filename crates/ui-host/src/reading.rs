@@ -1,6 +1,8 @@
 //! What the host answers: [`QueryReading`] and [`UiRefusal`], the one way a host gives a
 //! stable code (`host.md` §8, §15).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use ui_core::text::truncate_utf16;
 use ui_core::{HostCode, Value, WireCode};
@@ -137,6 +139,96 @@ impl QueryReading {
     /// Whether the reading is fresh.
     pub fn is_fresh(&self) -> bool {
         self.state == ReadingState::Fresh
+    }
+}
+
+/// A fresh reading as the admission table caches it, with the JSON text of its answer
+/// (the reading with its reason cut to the service's limit), written once when it was
+/// cached: every request the cache answers with the reading as is sends these bytes.
+#[derive(Debug)]
+pub(crate) struct CachedReading {
+    /// The reading as read.
+    pub(crate) reading: QueryReading,
+    /// `serde_json` text of the answer; `None` if writing it failed (then every answer
+    /// writes the reading itself, as any other).
+    json: Option<Arc<[u8]>>,
+}
+
+impl CachedReading {
+    /// `reading`, with the JSON text of its answer under the reason limit `limit`.
+    pub(crate) fn new(reading: QueryReading, limit: u64) -> Self {
+        let json = serde_json::to_vec(&reading.clone().cut_reason(limit))
+            .ok()
+            .map(Arc::from);
+        CachedReading { reading, json }
+    }
+}
+
+/// What [`UiQueries::query_answer`](crate::UiQueries::query_answer) answers: a reading,
+/// which for a cached reading served as is comes with the JSON text written when it was
+/// cached, so answering it serializes nothing.
+#[derive(Debug, Clone)]
+pub struct QueryAnswer(Answer);
+
+#[derive(Debug, Clone)]
+enum Answer {
+    /// A reading made for this request (its reason already cut).
+    Made(QueryReading),
+    /// A cached reading as is, and the reason limit of the answer.
+    Cached(Arc<CachedReading>, u64),
+}
+
+/// The JSON text of a [`QueryAnswer`] ([`QueryAnswer::into_json`]).
+#[derive(Debug, Clone)]
+pub struct AnswerJson(JsonText);
+
+#[derive(Debug, Clone)]
+enum JsonText {
+    Written(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl AsRef<[u8]> for AnswerJson {
+    fn as_ref(&self) -> &[u8] {
+        match &self.0 {
+            JsonText::Written(v) => v,
+            JsonText::Shared(a) => a,
+        }
+    }
+}
+
+impl QueryAnswer {
+    /// An answer made for the request: `reading` with its reason cut to `limit`.
+    pub(crate) fn made(reading: QueryReading, limit: u64) -> Self {
+        QueryAnswer(Answer::Made(reading.cut_reason(limit)))
+    }
+
+    /// A cached reading answered as is, under the reason limit `limit`.
+    pub(crate) fn cached(cached: Arc<CachedReading>, limit: u64) -> Self {
+        QueryAnswer(Answer::Cached(cached, limit))
+    }
+
+    /// The reading answered.
+    pub fn into_reading(self) -> QueryReading {
+        match self.0 {
+            Answer::Made(reading) => reading,
+            Answer::Cached(cached, limit) => cached.reading.clone().cut_reason(limit),
+        }
+    }
+
+    /// The reading answered as `serde_json` writes it (`serde_json::to_vec` of
+    /// [`QueryAnswer::into_reading`]); a cached reading's text is the one written when it
+    /// was cached.
+    ///
+    /// # Errors
+    /// When `serde_json` fails to write the reading.
+    pub fn into_json(self) -> serde_json::Result<AnswerJson> {
+        if let Answer::Cached(cached, _) = &self.0
+            && let Some(json) = &cached.json
+        {
+            return Ok(AnswerJson(JsonText::Shared(Arc::clone(json))));
+        }
+        serde_json::to_vec(&self.into_reading()).map(|v| AnswerJson(JsonText::Written(v)))
     }
 }
 

@@ -120,6 +120,41 @@ async fn authorize_runs_on_cache_hits() {
     assert_eq!(refused.reason.as_deref(), Some("revoked"));
 }
 
+/// `query_answer` answers what `query` answers, as `serde_json` writes it; a cached reading
+/// answered as is sends the text written when it was cached (the same allocation every
+/// time), while `authorize` still runs on every request.
+#[tokio::test(start_paused = true)]
+async fn answers_are_the_readings_json_and_cached_text_is_shared() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let p = w.payload("c1", "i1", block, "$runs");
+    let json = |a: ui_host::QueryAnswer| a.into_json().unwrap().as_ref().to_vec();
+    // The first read, then cache hits.
+    let first = w.service.query_answer(&p).await;
+    let reading = first.clone().into_reading();
+    assert_eq!(reading.state, ReadingState::Fresh);
+    assert_eq!(json(first), serde_json::to_vec(&reading).unwrap());
+    let a = w.service.query_answer(&p).await.into_json().unwrap();
+    let b = w.service.query_answer(&p).await.into_json().unwrap();
+    assert_eq!(a.as_ref(), serde_json::to_vec(&reading).unwrap().as_slice());
+    assert_eq!(a.as_ref().as_ptr(), b.as_ref().as_ptr(), "written once");
+    assert_eq!(w.service.query(&p).await, reading);
+    assert_eq!(w.reads(), 1);
+    // A refusal of `authorize` on a cache hit is answered, not the cached text.
+    set(&w.host.knobs.mode, 3);
+    let refused = w.service.query_answer(&p).await;
+    let text = json(refused.clone());
+    assert_eq!(text, serde_json::to_vec(&refused.into_reading()).unwrap());
+    assert!(String::from_utf8(text).unwrap().contains("\"state\":\"refused\""));
+    set(&w.host.knobs.mode, 0);
+    // Past the refresh window: a new reading, a new text.
+    advance(10_000).await;
+    let second = w.service.query_answer(&p).await.into_reading();
+    assert_ne!(second.read_id, reading.read_id);
+    let c = w.service.query_answer(&p).await.into_json().unwrap();
+    assert_eq!(c.as_ref(), serde_json::to_vec(&second).unwrap().as_slice());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_refusal_from_read_fails_with_its_code() {
     let w = World::new();

@@ -223,8 +223,21 @@ impl Default for StoreCache {
 /// The cache key of the item `item_id` of `chat_id`: both ids, the first after its length,
 /// so that no two pairs share a key whatever characters they hold.
 pub(crate) fn item_key(chat_id: &str, item_id: &str) -> String {
-    let mut key = String::with_capacity(chat_id.len() + item_id.len() + 6);
-    key.push_str(&chat_id.len().to_string());
+    let mut key = String::with_capacity(chat_id.len() + item_id.len() + 24);
+    // The length in decimal without the formatting machinery (keys are built on every
+    // `ui.*` request).
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = chat_id.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    key.extend(digits[at..].iter().map(|&d| char::from(d)));
     key.push(':');
     key.push_str(chat_id);
     key.push_str(item_id);
@@ -377,5 +390,9 @@ mod tests {
     fn item_keys_never_collide() {
         assert_ne!(item_key("ab", "c"), item_key("a", "bc"));
         assert_ne!(item_key("1:a", "b"), item_key("1", ":ab"));
+        assert_eq!(item_key("chat", "item"), "4:chatitem");
+        assert_eq!(item_key("", "i"), "0:i");
+        let long = "c".repeat(1234);
+        assert_eq!(item_key(&long, "i"), format!("1234:{long}i"));
     }
 }

@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -649,8 +650,18 @@ async fn finish(
 
 // ---- ui.* ----
 
+/// A cached reading answered as is goes out as the JSON text written when it was cached
+/// ([`ui_host::QueryAnswer::into_json`]): the same bytes `ok` would write.
 async fn ui_query(State(state): State<AppState>, Attached(p): Attached<QueryPayload>) -> Response {
-    ok(&state.queries().query(&p).await)
+    match state.queries().query_answer(&p).await.into_json() {
+        Ok(json) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(bytes::Bytes::from_owner(json)),
+        )
+            .into_response(),
+        Err(e) => ApiError::internal(format!("The answer failed: {e}")).into_response(),
+    }
 }
 
 async fn ui_link(State(state): State<AppState>, Attached(p): Attached<LinkPayload>) -> Response {

@@ -303,11 +303,31 @@ impl Token {
             return None;
         }
         let mut out = [0u8; 16];
-        for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
-            let text = std::str::from_utf8(chunk).ok()?;
-            out[i] = u8::from_str_radix(text, 16).ok()?;
+        for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
+            out[i] = hex_pair(pair[0], pair[1])?;
         }
         Some(Token(out))
+    }
+}
+
+/// The byte of two characters as `u8::from_str_radix(.., 16)` reads them (so a leading
+/// `+` is a sign: `+f` is 15), without its UTF-8 and sign machinery: tokens are parsed on
+/// every `ui.query` of a feed source.
+fn hex_pair(high: u8, low: u8) -> Option<u8> {
+    let low = hex_digit(low)?;
+    if high == b'+' {
+        return Some(low);
+    }
+    Some(hex_digit(high)? << 4 | low)
+}
+
+/// One hex digit, either case.
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
     }
 }
 
@@ -629,6 +649,25 @@ mod tests {
         let hex = token.to_hex();
         assert_eq!(hex, "00010f107f80abcdefff123456789abc");
         assert_eq!(Token::from_hex(&hex), Some(token));
+    }
+
+    #[test]
+    fn hex_pairs_read_as_from_str_radix_reads_them() {
+        // Every pair of bytes, against the parse `Token::from_hex` used to make per pair.
+        for high in 0..=u8::MAX {
+            for low in 0..=u8::MAX {
+                let pair = [high, low];
+                let reference = std::str::from_utf8(&pair)
+                    .ok()
+                    .and_then(|text| u8::from_str_radix(text, 16).ok());
+                assert_eq!(hex_pair(high, low), reference, "{pair:?}");
+            }
+        }
+        assert_eq!(Token::from_hex(&"+f".repeat(16)), Some(Token([15; 16])));
+        assert_eq!(Token::from_hex(&"AB".repeat(16)), Some(Token([0xab; 16])));
+        assert_eq!(Token::from_hex(&"0g".repeat(16)), None);
+        assert_eq!(Token::from_hex(&"00".repeat(15)), None);
+        assert_eq!(Token::from_hex(&format!("{}é", "00".repeat(15))), None);
     }
 
     #[test]

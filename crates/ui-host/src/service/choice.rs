@@ -114,7 +114,7 @@ impl UiQueries {
                 t.cache
                     .get(read_id)
                     .filter(|e| e.key == current)
-                    .map(|e| e.reading.clone())
+                    .map(|e| e.cached.reading.clone())
             };
             let reading = match cached {
                 Some(r) => Some(r),

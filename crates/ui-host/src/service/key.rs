@@ -74,6 +74,11 @@ impl ShareKey {
         }
     }
 
+    /// The source name, the arguments and the access.
+    pub(crate) fn parts(&self) -> (&str, &Record, &Value) {
+        (&self.source, &self.args.0, &self.access.0)
+    }
+
     #[cfg(test)]
     pub(crate) fn new(source: &str, args: &Record, access: &Value) -> ShareKey {
         ShareKey {

@@ -3,6 +3,7 @@
 //! (cache, in-flight join, attempt windows, slots; `sync.md` §8.4–§8.5 for feed sources).
 
 use std::sync::Arc;
+use std::task::Poll;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -14,15 +15,30 @@ use super::memo;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
 use super::{UiQueries, lock};
-use crate::changes::ChangeScope;
+use crate::changes::{ChangeFeed, ChangeIndex, ChangeScope};
 use crate::clock::BudgetClock;
 use crate::payload::QueryPayload;
-use crate::reading::{HostError, QueryReading, ReadingSync};
+use crate::reading::{CachedReading, HostError, QueryAnswer, QueryReading, ReadingSync};
 use crate::source::{ChatInfo, ReadRequest, UiSource};
+
+/// What serving a `ui.query` gives before its reason is cut: a reading made for the
+/// request, or a cached reading as is.
+enum Served {
+    Made(QueryReading),
+    Cached(Arc<CachedReading>),
+}
+
+impl From<QueryReading> for Served {
+    fn from(reading: QueryReading) -> Self {
+        Served::Made(reading)
+    }
+}
 
 /// The outcome of admission under the table lock.
 enum Admit {
     Answer(QueryReading),
+    /// The cached reading of the key, fresh and reflecting every change: answered as is.
+    Cached(Arc<CachedReading>),
     Wait(super::table::Pending),
     /// A read in flight started before the newest change: wait, then decide again.
     WaitThenRetry(super::table::Pending),
@@ -40,17 +56,21 @@ const SLOT_POLL_MS: u64 = 50;
 
 /// Everything a read needs once the request is admitted (§6.1 done).
 struct ReadPlan {
-    source_name: String,
+    share: ShareKey,
     source: Arc<dyn UiSource>,
     info: Arc<ChatInfo>,
     access: Arc<Value>,
     args: Arc<Record>,
-    feed: Option<Feed>,
+    feed: Option<Arc<Feed>>,
 }
+
+/// How many feeds the service remembers ([`UiQueries::feed_of`]); when full it forgets
+/// them all and starts again (a page's readings name a handful, so it refills at once).
+const MAX_MEMOIZED_FEEDS: usize = 1024;
 
 /// A feed source's reading: its tokens and whether the feed is complete.
 #[derive(Debug, Clone)]
-struct Feed {
+pub(super) struct Feed {
     scope: ChangeScope,
     complete: bool,
 }
@@ -68,14 +88,26 @@ impl UiQueries {
 
     /// Answers `ui.query` (§6.1–6.2). Always a reading; never fails.
     pub async fn query(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
-        self.query_uncut(p).await.cut_reason(self.limits.reason())
+        self.query_answer(p).await.into_reading()
     }
 
-    /// [`UiQueries::query`] before its reason is cut to the configured limit.
-    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload) -> QueryReading {
-        let refused = |code: Option<HostCode>, reason: &str| {
+    /// [`UiQueries::query`] as a [`QueryAnswer`]: the same reading, and for a cached
+    /// reading answered as is, its JSON text written once when it was cached (an HTTP
+    /// host sends those bytes without serializing the reading again).
+    pub async fn query_answer(self: &Arc<Self>, p: &QueryPayload) -> QueryAnswer {
+        let limit = self.limits.reason();
+        match self.query_uncut(p).await {
+            Served::Made(reading) => QueryAnswer::made(reading, limit),
+            Served::Cached(cached) => QueryAnswer::cached(cached, limit),
+        }
+    }
+
+    /// [`UiQueries::query_answer`] before its reason is cut to the configured limit.
+    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload) -> Served {
+        let refusal = |code: Option<HostCode>, reason: &str| {
             QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
         };
+        let refused = |code: Option<HostCode>, reason: &str| Served::from(refusal(code, reason));
         let Some(stored) = self
             .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
             .await
@@ -121,33 +153,36 @@ impl UiQueries {
         let info = Arc::new(info);
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
-        let authorized = tokio::select! {
-            authorized = source.authorize(&info, &access, &args) => authorized,
-            () = self.clock.sleep(self.limits.read_timeout()) => {
-                return QueryReading::failed(
-                    self.clock.now_ms(),
-                    Some(HostCode::TimedOut.as_str()),
-                    "The source's authorization did not answer in time.",
-                );
+        // Polled once first: one that answers at once (the usual case) arms no timer.
+        let authorized = {
+            let mut authorizing = source.authorize(&info, &access, &args);
+            let first = std::future::poll_fn(|cx| Poll::Ready(authorizing.as_mut().poll(cx))).await;
+            match first {
+                Poll::Ready(authorized) => authorized,
+                Poll::Pending => tokio::select! {
+                    biased;
+                    authorized = &mut authorizing => authorized,
+                    () = self.clock.sleep(self.limits.read_timeout()) => {
+                        return QueryReading::failed(
+                            self.clock.now_ms(),
+                            Some(HostCode::TimedOut.as_str()),
+                            "The source's authorization did not answer in time.",
+                        )
+                        .into();
+                    }
+                },
             }
         };
         if let Err(e) = authorized {
-            return refused(None, "").with_host_error(&e);
+            return refusal(None, "").with_host_error(&e).into();
         }
+        let share = ShareKey::shared(&query.source, &args, &access);
         let feed = source
             .changes()
             .zip(self.changes.get())
-            .and_then(|(changes, index)| {
-                let audience = changes.audience(&args, &access)?;
-                let keys = changes.keys(&args);
-                let scope = index.scope(&query.source, &audience, &keys)?;
-                Some(Feed {
-                    scope,
-                    complete: changes.complete(),
-                })
-            });
+            .and_then(|(changes, index)| self.feed_of(&share, changes, &**index));
         let plan = ReadPlan {
-            source_name: query.source.clone(),
+            share,
             source,
             info,
             access,
@@ -155,6 +190,38 @@ impl UiQueries {
             feed,
         };
         self.serve(p, plan).await
+    }
+
+    /// The feed of a reading of `share`'s source with its arguments and access: the
+    /// audience and keys the source's `changes` names, and their tokens in `index`.
+    /// Remembered per [`ShareKey`] (source, arguments and access, compared structurally):
+    /// a source's feed is a function of its arguments and access, and the index gives a
+    /// `(source, audience, keys)` the same tokens for its lifetime (a log's salt is fixed),
+    /// so a remembered feed is what computing it again would give.
+    fn feed_of(
+        &self,
+        share: &ShareKey,
+        changes: &dyn ChangeFeed,
+        index: &dyn ChangeIndex,
+    ) -> Option<Arc<Feed>> {
+        if let Some(feed) = lock(&self.feeds).get(share) {
+            return feed.clone();
+        }
+        let (source, args, access) = share.parts();
+        let feed = changes.audience(args, access).and_then(|audience| {
+            let keys = changes.keys(args);
+            let scope = index.scope(source, &audience, &keys)?;
+            Some(Arc::new(Feed {
+                scope,
+                complete: changes.complete(),
+            }))
+        });
+        let mut feeds = lock(&self.feeds);
+        if feeds.len() >= MAX_MEMOIZED_FEEDS {
+            feeds.clear();
+        }
+        feeds.insert(share.clone(), feed.clone());
+        feed
     }
 
     /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
@@ -202,9 +269,9 @@ impl UiQueries {
     }
 
     /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
-    async fn serve(self: &Arc<Self>, p: &QueryPayload, plan: ReadPlan) -> QueryReading {
+    async fn serve(self: &Arc<Self>, p: &QueryPayload, plan: ReadPlan) -> Served {
         let ReadPlan {
-            source_name,
+            share,
             source,
             info,
             access,
@@ -212,7 +279,6 @@ impl UiQueries {
             feed,
         } = plan;
         let (identity, key) = QueryKey::of(p, &args);
-        let share = ShareKey::shared(&source_name, &args, &access);
         // A change-driven request: the seq that made the page ask (this epoch only).
         let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
             let (epoch, seq) = s.split_once('.')?;
@@ -232,7 +298,7 @@ impl UiQueries {
             // so the cached reading answers, marked stale (`sync.md` §8.4 steps 1–2).
             cached.stale_by = Some(seen);
             cached.retry_after_ms = Some(self.sync_limits.change_gap());
-            return cached;
+            return cached.into();
         }
         let slot_deadline = self.clock.now_ms() + self.sync_limits.slot_wait();
         let mut rounds = 0;
@@ -250,8 +316,9 @@ impl UiQueries {
                 seen.is_some(),
             );
             match admit {
-                Admit::Answer(reading) => return reading,
-                Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await,
+                Admit::Answer(reading) => return reading.into(),
+                Admit::Cached(cached) => return Served::Cached(cached),
+                Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await.into(),
                 Admit::WaitThenRetry(pending) => {
                     let _ = wait(pending, self.clock.now_ms()).await;
                     if rounds < 3 {
@@ -274,7 +341,8 @@ impl UiQueries {
                             reading
                         }
                         None => busy(now),
-                    };
+                    }
+                    .into();
                 }
                 Admit::Start(decision, tx, rx) => {
                     let this = Arc::clone(self);
@@ -304,10 +372,12 @@ impl UiQueries {
                             let mut t = this.table.lock();
                             t.inflight.remove(&key);
                             if let Some(read_id) = reading.read_id.clone() {
+                                let cached =
+                                    CachedReading::new(reading.clone(), this.limits.reason());
                                 let entry = CacheEntry {
                                     key,
                                     chat_id,
-                                    reading: reading.clone(),
+                                    cached: Arc::new(cached),
                                     version,
                                     started,
                                 };
@@ -316,7 +386,7 @@ impl UiQueries {
                         }
                         let _ = tx.send(Some(reading));
                     });
-                    return wait(rx, self.clock.now_ms()).await;
+                    return wait(rx, self.clock.now_ms()).await.into();
                 }
             }
         }
@@ -328,7 +398,7 @@ impl UiQueries {
         t.newest
             .get(key)
             .and_then(|id| t.cache.get(id))
-            .map(|e| e.reading.clone())
+            .map(|e| e.cached.reading.clone())
     }
 
     /// Steps 9–13 under the table lock: answer from the cache, join a read in flight,
@@ -339,7 +409,7 @@ impl UiQueries {
         &self,
         p: &QueryPayload,
         (key, identity, share): (&QueryKey, &QueryKey, &ShareKey),
-        feed: Option<&Feed>,
+        feed: Option<&Arc<Feed>>,
         rel: u64,
         change_driven: bool,
     ) -> Admit {
@@ -351,7 +421,7 @@ impl UiQueries {
             .newest
             .get(key)
             .and_then(|id| t.cache.get(id))
-            .map(|e| (e.reading.clone(), e.version, e.started));
+            .map(|e| (Arc::clone(&e.cached), e.version, e.started));
         // A newer change than the cached reading reflects (feed sources only).
         let changed = feed.is_some() && entry.as_ref().is_some_and(|(_, v, _)| rel > *v);
         if let Some(flight) = t.inflight.get(key) {
@@ -360,11 +430,12 @@ impl UiQueries {
             }
             return Admit::WaitThenRetry(flight.pending.clone());
         }
-        if let Some((reading, _, started)) = &entry {
+        if let Some((cached, _, started)) = &entry {
+            let reading = &cached.reading;
             let fresh_window = now.saturating_sub(reading.read_at) < window;
             if fresh_window && !changed {
                 metrics::counter!("uiblocks_cache_hits_total").increment(1);
-                return Admit::Answer(reading.clone());
+                return Admit::Cached(Arc::clone(cached));
             }
             if changed && now.saturating_sub(*started) < gap {
                 let mut stale = reading.clone();
@@ -386,7 +457,8 @@ impl UiQueries {
             if change_driven {
                 // Change-driven requests never get `refresh-limit` (§8.5.2).
                 return match entry {
-                    Some((mut reading, _, _)) => {
+                    Some((cached, _, _)) => {
+                        let mut reading = cached.reading.clone();
                         reading.stale_by = Some(rel);
                         reading.retry_after_ms = Some(gap);
                         Admit::Answer(reading)
@@ -415,7 +487,7 @@ impl UiQueries {
                     || t.slots >= self.limits.read_slots() as usize
                 {
                     if change_driven {
-                        return Admit::NoSlot(entry.map(|(r, _, _)| r));
+                        return Admit::NoSlot(entry.map(|(c, _, _)| c.reading.clone()));
                     }
                     return Admit::Answer(busy(now));
                 }

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
 
 use super::key::QueryKey;
-use crate::reading::QueryReading;
+use crate::reading::{CachedReading, QueryReading};
 
 /// A cached fresh reading.
 #[derive(Debug, Clone)]
 pub(crate) struct CacheEntry {
     pub(crate) key: QueryKey,
     pub(crate) chat_id: String,
-    pub(crate) reading: QueryReading,
+    pub(crate) cached: Arc<CachedReading>,
     /// The change-log head just before the read started (0 without a change feed).
     pub(crate) version: u64,
     /// When the read started (ms).

@@ -90,21 +90,10 @@ pub fn run(mut input: impl BufRead, mut output: impl Write) -> std::io::Result<(
 /// Serializes the answer to one request line into `out` (without the line feed).
 fn write_response(line: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
     match serde_json::from_str::<Json>(line) {
-        Ok(request) => write_json(out, &respond(&request)),
-        Err(e) => write_json(out, &bad_json(&e)),
+        Ok(request) => serde_json::to_writer(out, &respond(&request))?,
+        Err(e) => serde_json::to_writer(out, &bad_json(&e))?,
     }
-}
-
-/// Appends the compact JSON of `value` to `out`: the bytes `serde_json` writes.
-fn write_json<T: Serialize>(out: &mut Vec<u8>, value: &T) -> std::io::Result<()> {
-    #[cfg(feature = "speedups")]
-    {
-        crate::json::write(out, value).map_err(std::io::Error::other)
-    }
-    #[cfg(not(feature = "speedups"))]
-    {
-        Ok(serde_json::to_writer(out, value)?)
-    }
+    Ok(())
 }
 
 fn bad_json(e: &serde_json::Error) -> Json {
@@ -733,4 +722,3 @@ impl<'r> Request<'r> {
         Ok(Answer::Stream { prefixes, last })
     }
 }
-

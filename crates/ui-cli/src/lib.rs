@@ -23,15 +23,10 @@
 //! instructions in profiles, and with mimalloc the compile benchmarks run 10–35% faster
 //! (figures in the repository's bench notes). No default features: no secure mode, no
 //! override of the C allocator.
-//! With the default `speedups` feature the driver writes its answers with its own JSON
-//! writer, which uses itoa and zmij (the integer and float formatting of serde_json itself,
-//! so the bytes stay the same) and thiserror for its error type.
 
 pub mod cli;
 pub mod commands;
 pub mod docs;
 pub mod driver;
 pub mod examples;
-#[cfg(feature = "speedups")]
-mod json;
 pub mod mcp;

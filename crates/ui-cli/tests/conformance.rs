@@ -5,8 +5,9 @@
 //! match when they are equal as JSON after removing `message`, `expressions`,
 //! `expression`, `tag` and `op` at any depth. Every section of every case must match; the
 //! per-section summary is a snapshot so drift shows in review. The same requests sent as
-//! lines through `driver::run` (the process's own path, with its own JSON writer) answer
-//! with exactly the bytes `serde_json` writes for `driver::handle`'s answers.
+//! lines through `driver::run` (the process's own loop: one line buffer, one write per
+//! answer) answer with exactly the bytes `serde_json` writes for `driver::handle`'s
+//! answers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -177,7 +178,10 @@ fn corpus_matches_the_reference() {
     ui_cli::driver::run(lines.as_bytes(), &mut piped).expect("the driver runs");
     let piped = String::from_utf8(piped).expect("the driver writes UTF-8");
     for (line, (ours, request)) in piped.lines().zip(answers.lines().zip(lines.lines())) {
-        assert_eq!(line, ours, "driver::run and driver::handle differ on {request}");
+        assert_eq!(
+            line, ours,
+            "driver::run and driver::handle differ on {request}"
+        );
     }
     assert_eq!(piped.lines().count(), lines.lines().count());
     assert!(

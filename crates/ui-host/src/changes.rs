@@ -7,6 +7,10 @@ use async_trait::async_trait;
 use ui_core::{Record, Value};
 
 /// A source's change feed (`sync.md` §8.1): which audience and keys a reading depends on.
+///
+/// Each method must be a function of its arguments alone: the service remembers a
+/// reading's audience, keys and completeness per source, arguments and access, and asks
+/// again only when it has forgotten them.
 pub trait ChangeFeed: Send + Sync + 'static {
     /// The audience of the data read with `args` and `access`, as `kind:id`
     /// (`project:web`, `user:u1`, `org:o1`) or `global`; `None` when the reading cannot
@@ -41,7 +45,8 @@ pub trait ChangeIndex: Send + Sync + 'static {
     /// The highest seq this process has tailed.
     fn head(&self) -> u64;
     /// The tokens of `(source, audience, keys)`; `None` for an audience that does not
-    /// parse.
+    /// parse. The same triple gets the same tokens for the index's lifetime (the service
+    /// remembers them).
     fn scope(&self, source: &str, audience: &str, keys: &[String]) -> Option<ChangeScope>;
     /// The newest seq of a change in `scope` (any of its keys, or the whole scope).
     fn relevant(&self, scope: &ChangeScope) -> u64;

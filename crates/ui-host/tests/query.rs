@@ -145,7 +145,11 @@ async fn answers_are_the_readings_json_and_cached_text_is_shared() {
     let refused = w.service.query_answer(&p).await;
     let text = json(refused.clone());
     assert_eq!(text, serde_json::to_vec(&refused.into_reading()).unwrap());
-    assert!(String::from_utf8(text).unwrap().contains("\"state\":\"refused\""));
+    assert!(
+        String::from_utf8(text)
+            .unwrap()
+            .contains("\"state\":\"refused\"")
+    );
     set(&w.host.knobs.mode, 0);
     // Past the refresh window: a new reading, a new text.
     advance(10_000).await;

@@ -224,20 +224,8 @@ impl Default for StoreCache {
 /// so that no two pairs share a key whatever characters they hold.
 pub(crate) fn item_key(chat_id: &str, item_id: &str) -> String {
     let mut key = String::with_capacity(chat_id.len() + item_id.len() + 24);
-    // The length in decimal without the formatting machinery (keys are built on every
-    // `ui.*` request).
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = chat_id.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    key.extend(digits[at..].iter().map(|&d| char::from(d)));
+    // No formatting machinery: keys are built on every `ui.*` request.
+    key.push_str(itoa::Buffer::new().format(chat_id.len()));
     key.push(':');
     key.push_str(chat_id);
     key.push_str(item_id);

@@ -173,7 +173,7 @@ pub struct QueryAnswer(Answer);
 #[derive(Debug, Clone)]
 enum Answer {
     /// A reading made for this request (its reason already cut).
-    Made(QueryReading),
+    Made(Box<QueryReading>),
     /// A cached reading as is, and the reason limit of the answer.
     Cached(Arc<CachedReading>, u64),
 }
@@ -200,7 +200,7 @@ impl AsRef<[u8]> for AnswerJson {
 impl QueryAnswer {
     /// An answer made for the request: `reading` with its reason cut to `limit`.
     pub(crate) fn made(reading: QueryReading, limit: u64) -> Self {
-        QueryAnswer(Answer::Made(reading.cut_reason(limit)))
+        QueryAnswer(Answer::Made(Box::new(reading.cut_reason(limit))))
     }
 
     /// A cached reading answered as is, under the reason limit `limit`.
@@ -211,7 +211,7 @@ impl QueryAnswer {
     /// The reading answered.
     pub fn into_reading(self) -> QueryReading {
         match self.0 {
-            Answer::Made(reading) => reading,
+            Answer::Made(reading) => *reading,
             Answer::Cached(cached, limit) => cached.reading.clone().cut_reason(limit),
         }
     }

@@ -24,13 +24,13 @@ use crate::source::{ChatInfo, ReadRequest, UiSource};
 /// What serving a `ui.query` gives before its reason is cut: a reading made for the
 /// request, or a cached reading as is.
 enum Served {
-    Made(QueryReading),
+    Made(Box<QueryReading>),
     Cached(Arc<CachedReading>),
 }
 
 impl From<QueryReading> for Served {
     fn from(reading: QueryReading) -> Self {
-        Served::Made(reading)
+        Served::Made(Box::new(reading))
     }
 }
 
@@ -97,7 +97,7 @@ impl UiQueries {
     pub async fn query_answer(self: &Arc<Self>, p: &QueryPayload) -> QueryAnswer {
         let limit = self.limits.reason();
         match self.query_uncut(p).await {
-            Served::Made(reading) => QueryAnswer::made(reading, limit),
+            Served::Made(reading) => QueryAnswer::made(*reading, limit),
             Served::Cached(cached) => QueryAnswer::cached(cached, limit),
         }
     }

@@ -12,7 +12,9 @@
 //!   ([`UiQueries::link`]) and `chat.uiChoice` ([`UiQueries::choose`]), and freezes the first
 //!   readings of a final reply ([`UiQueries::observe`]). It authorizes every read, caches
 //!   10 s, caps reads at 2 per chat and 16 in all, times out at 8 s and refuses results over
-//!   64 KB, with the codes of `host.md` §14.
+//!   64 KB, with the codes of `host.md` §14. An HTTP host answers with
+//!   [`UiQueries::query_answer`]: a cached reading comes with the JSON text written once
+//!   when it was cached, so a cache hit serializes nothing.
 //! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory.
 //!   Every write returns a [`StoreError`] when it did not happen: a capture or a choice
 //!   then fails (`internal`, or `refused-choice` for a full chat), a freeze retries.

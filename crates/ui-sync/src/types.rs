@@ -310,15 +310,10 @@ impl Token {
     }
 }
 
-/// The byte of two characters as `u8::from_str_radix(.., 16)` reads them (so a leading
-/// `+` is a sign: `+f` is 15), without its UTF-8 and sign machinery: tokens are parsed on
-/// every `ui.query` of a feed source.
+/// The byte of two hex digits (`sync.md` §2: tokens are 32 hex characters), read directly:
+/// tokens are parsed on every `ui.query` of a feed source.
 fn hex_pair(high: u8, low: u8) -> Option<u8> {
-    let low = hex_digit(low)?;
-    if high == b'+' {
-        return Some(low);
-    }
-    Some(hex_digit(high)? << 4 | low)
+    Some(hex_digit(high)? << 4 | hex_digit(low)?)
 }
 
 /// One hex digit, either case.
@@ -652,18 +647,22 @@ mod tests {
     }
 
     #[test]
-    fn hex_pairs_read_as_from_str_radix_reads_them() {
-        // Every pair of bytes, against the parse `Token::from_hex` used to make per pair.
+    fn hex_pairs_read_two_hex_digits_and_nothing_else() {
+        // Every pair of bytes, against `u8::from_str_radix` on the pairs of hex digits (it
+        // would also take a sign, `+f`, which is no hex).
         for high in 0..=u8::MAX {
             for low in 0..=u8::MAX {
                 let pair = [high, low];
-                let reference = std::str::from_utf8(&pair)
-                    .ok()
+                let reference = pair
+                    .iter()
+                    .all(u8::is_ascii_hexdigit)
+                    .then(|| std::str::from_utf8(&pair).ok())
+                    .flatten()
                     .and_then(|text| u8::from_str_radix(text, 16).ok());
                 assert_eq!(hex_pair(high, low), reference, "{pair:?}");
             }
         }
-        assert_eq!(Token::from_hex(&"+f".repeat(16)), Some(Token([15; 16])));
+        assert_eq!(Token::from_hex(&"+f".repeat(16)), None);
         assert_eq!(Token::from_hex(&"AB".repeat(16)), Some(Token([0xab; 16])));
         assert_eq!(Token::from_hex(&"0g".repeat(16)), None);
         assert_eq!(Token::from_hex(&"00".repeat(15)), None);

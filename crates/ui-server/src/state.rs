@@ -30,6 +30,10 @@ use crate::store::{ChatStore, PG_MIGRATIONS, PgBackend, SQLITE_MIGRATIONS};
 /// Stripes of the per-item lock that keeps a reply's deltas in order.
 const REPLY_STRIPES: usize = 64;
 
+/// Sign-outs kept for the event streams that have not read them yet. A stream that falls
+/// further behind cannot know whether its own session was signed out, and rotates.
+const SIGN_OUTS_UNREAD: usize = 64;
+
 /// The bounds of connections and of shutdown, from [`ServerConfig`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnLimits {
@@ -316,7 +320,7 @@ impl AppBuilder {
         );
         // Readings of sources with a change feed follow the change log.
         queries.attach_changes(Arc::new(crate::changes::SyncChanges::new(sync.clone())));
-        let (signed_out, _) = broadcast::channel(64);
+        let (signed_out, _) = broadcast::channel(SIGN_OUTS_UNREAD);
         let (shutdown, _) = watch::channel(None);
         let conn_limits = ConnLimits {
             header_read_timeout: config.header_read_timeout,

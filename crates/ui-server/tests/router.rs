@@ -1273,8 +1273,9 @@ async fn a_stream_that_missed_sign_outs_rotates_to_be_authenticated_again() {
     let alice = app.login("alice").await;
     let mut sse = Sse::new(open_events(&app, &alice, None).await.into_body());
     assert_eq!(sse.next(SECS).await.unwrap().event, "hello");
-    // More sign-outs than the channel holds, with no chance for the stream to read them
-    // (one thread, no await): whether its own session was among them is unknown.
+    // More sign-outs than the server keeps unread (64, `SIGN_OUTS_UNREAD`), with no chance
+    // for the stream to read them (one thread, no await): whether its own session was among
+    // them is unknown.
     for i in 0..100 {
         app.state.end_session(&format!("someone-else-{i}"));
     }

@@ -95,12 +95,18 @@
 //! });
 //!
 //! let service = UiQueries::new(host, store, Arc::new(TokioClock::new()));
-//! let reading = service.query(&QueryPayload {
+//! let payload = QueryPayload {
 //!     chat_id: "chat-1".into(), item_id: "item-1".into(), block_id, revision,
 //!     query: "$runs".into(), values: Record::default(), seen: None,
-//! }).await;
+//! };
+//! let reading = service.query(&payload).await;
 //! assert_eq!(reading.state, ReadingState::Fresh);
-//! assert_eq!(reading.value.unwrap().to_js_json(), r#"[{"name":"main #1"}]"#);
+//! assert_eq!(reading.value.as_ref().unwrap().to_js_json(), r#"[{"name":"main #1"}]"#);
+//!
+//! // An HTTP host answers with the JSON text: a cache hit sends the text written when the
+//! // reading was cached, the same bytes serde_json writes for the reading.
+//! let json = service.query_answer(&payload).await.into_json().unwrap();
+//! assert_eq!(json.as_ref(), serde_json::to_vec(&reading).unwrap().as_slice());
 //! # });
 //! ```
 //!

@@ -6,7 +6,9 @@
 //! | `server_deltas` | `streaming.txt` (20 KB, 10 blocks) sent to a real [`AppState`] (SQLite file in a temporary directory, change feed running) as an agent runtime in the same process sends it: `start_reply`, one `append_delta` per 5 characters (4,000 and more deltas), `finish_reply`; each delta compiles the preview, stores it and records the chat's change |
 //! | `from_scratch` | the same prefixes each compiled by a fresh `UiCompiler` (no database), then the whole reply as final: what a server that recompiles the whole reply per delta spends on compiling alone |
 //!
-//! Both figures are process CPU time (user + system, all threads, from `/proc/self/stat`),
+//! | `first_half`, `second_half` | the same replies as `server_deltas`, timing only the first or only the second half of the deltas: a server whose work per delta follows the delta spends about as much on each half (ratio about 1), one that rewrites the reply per delta three times as much on the second (the sum of `n` over the second half of `1..N` is three times that over the first) |
+//!
+//! All figures are process CPU time (user + system, all threads, from `/proc/self/stat`),
 //! not wall-clock time, so they count the database's and the change feed's threads too and
 //! not the time spent waiting for the machine's other work. A quadratic server shows as a
 //! `server_deltas` many times `from_scratch`; one whose work per delta follows the delta
@@ -59,6 +61,17 @@ fn process_cpu(ticks: f64) -> Duration {
     Duration::from_secs_f64((utime + stime) / ticks)
 }
 
+/// Which deltas of a reply an iteration times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timed {
+    /// All of them, and finishing the reply.
+    Whole,
+    /// The first half of the deltas.
+    FirstHalf,
+    /// The second half of the deltas.
+    SecondHalf,
+}
+
 /// A server state on a fresh database in a temporary directory.
 struct Server {
     state: AppState,
@@ -82,26 +95,47 @@ impl Server {
         Server { state, dir }
     }
 
-    /// One whole reply, delta by delta, in a chat of its own; its final text.
-    async fn reply(&self, deltas: &[String]) -> String {
+    /// One whole reply, delta by delta, in a chat of its own: its final text and the CPU
+    /// time of the deltas `timed` names.
+    async fn reply(&self, deltas: &[String], timed: Timed, ticks: f64) -> (String, Duration) {
         let state = &self.state;
         let chat = state
             .create_chat("alice", "web", "bench")
             .await
             .expect("a chat");
         let item = state.start_reply(&chat.id, "").await.expect("a reply");
-        for delta in deltas {
+        let half = deltas.len() / 2;
+        let (from, to) = match timed {
+            Timed::Whole => (0, deltas.len() + 1),
+            Timed::FirstHalf => (0, half),
+            Timed::SecondHalf => (half, deltas.len()),
+        };
+        let mut start = process_cpu(ticks);
+        let mut cpu = Duration::ZERO;
+        for (n, delta) in deltas.iter().enumerate() {
+            if n == from {
+                start = process_cpu(ticks);
+            }
+            if n == to {
+                cpu = process_cpu(ticks) - start;
+            }
             state
                 .append_delta(&chat.id, &item.id, delta)
                 .await
                 .expect("the delta is taken");
         }
+        if to == deltas.len() {
+            cpu = process_cpu(ticks) - start;
+        }
         let done = state
             .finish_reply(&chat.id, &item.id, None, false)
             .await
             .expect("the reply finishes");
+        if timed == Timed::Whole {
+            cpu = process_cpu(ticks) - start;
+        }
         assert_eq!(done.ui.len(), 10, "streaming.txt holds 10 blocks");
-        done.text
+        (done.text, cpu)
     }
 
     fn stop(self, runtime: &Runtime) {
@@ -143,9 +177,8 @@ fn replies(c: &mut Criterion) {
         .expect("a tokio runtime");
     let server = Server::open(&runtime);
     // Checked (and timed once, for a quick look) before criterion runs.
-    let start = process_cpu(ticks);
-    assert_eq!(runtime.block_on(server.reply(&deltas)), text);
-    let served = process_cpu(ticks) - start;
+    let (served_text, served) = runtime.block_on(server.reply(&deltas, Timed::Whole, ticks));
+    assert_eq!(served_text, text);
     let start = process_cpu(ticks);
     assert_eq!(from_scratch(&deltas), 20);
     let scratch = process_cpu(ticks) - start;
@@ -162,15 +195,19 @@ fn replies(c: &mut Criterion) {
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1));
-    group.bench_function("server_deltas", |b| {
-        b.iter_custom(|iterations| {
-            let start = process_cpu(ticks);
-            for _ in 0..iterations {
-                runtime.block_on(server.reply(&deltas));
-            }
-            process_cpu(ticks) - start
-        })
-    });
+    for (name, timed) in [
+        ("server_deltas", Timed::Whole),
+        ("first_half", Timed::FirstHalf),
+        ("second_half", Timed::SecondHalf),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iterations| {
+                (0..iterations)
+                    .map(|_| runtime.block_on(server.reply(&deltas, timed, ticks)).1)
+                    .sum()
+            })
+        });
+    }
     group.bench_function("from_scratch", |b| {
         b.iter_custom(|iterations| {
             let start = process_cpu(ticks);

@@ -1295,7 +1295,9 @@ fn write_to_screen_row(criterion: &Path, started: std::time::SystemTime) -> Stri
 
 /// The streaming-reply row (`benches/benches/replies.rs`, issue 18 target 5): the process
 /// CPU one 20 KB reply costs through the server in 5-character deltas, against compiling
-/// every prefix from scratch (measured in the same run; ratio = from scratch / server).
+/// every prefix from scratch (measured in the same run; ratio = from scratch / server),
+/// and the CPU of the reply's second half of deltas against its first (about 1 when the
+/// work per delta follows the delta, 3 when it follows the reply's length).
 fn reply_stream_table(criterion: &Path, started: std::time::SystemTime) -> String {
     let median = |bench: &str| {
         let estimates = criterion
@@ -1330,12 +1332,24 @@ fn reply_stream_table(criterion: &Path, started: std::time::SystemTime) -> Strin
         }
         _ => "–".to_owned(),
     };
+    let (first, second) = (median("first_half"), median("second_half"));
+    let halves = match (first, second) {
+        (Some((first, _)), Some((second, _))) if first > 0.0 => {
+            format!("{:.2} (per delta: about 1; per reply length: 3)", second / first)
+        }
+        _ => "–".to_owned(),
+    };
     format!(
         "| streaming reply through the server (`reply_stream/…`, CPU ms per reply) | every prefix from scratch | through the server, 5-char deltas | ratio |\n\
          | --- | ---: | ---: | ---: |\n\
-         | streaming.txt (20 KB, 10 blocks) | {} | {} | {ratio} |\n\n",
+         | streaming.txt (20 KB, 10 blocks) | {} | {} | {ratio} |\n\n\
+         | the reply's deltas (`reply_stream/…_half`, CPU ms) | first half | second half | second / first |\n\
+         | --- | ---: | ---: | ---: |\n\
+         | streaming.txt, 2,050 deltas each | {} | {} | {halves} |\n\n",
         shown(scratch),
         shown(server),
+        shown(first),
+        shown(second),
     )
 }
 

@@ -1,16 +1,17 @@
 //! The drafts of streaming replies: for each reply that streams, the text so far, the
-//! incremental compiler that compiled it and the stored JSON of each of its blocks, so that
-//! a delta costs work in proportion to the delta and to the block it grows, not to the
-//! reply: the compile resumes (unchanged blocks are reused, the open block resumes from its
-//! checkpoint, `UiCompiler`), only the blocks that changed are serialized again, and the
-//! database appends the delta to the stored text.
+//! incremental compiler that compiled it, the blocks last stored and the reply's stored
+//! revision, so that a delta costs work in proportion to the delta and to the block it
+//! grows, not to the reply: the compile resumes (unchanged blocks are reused, the open block
+//! resumes from its checkpoint, `UiCompiler`), only the blocks that changed are serialized
+//! and written again, and the database stores the delta in a row of its own
+//! (`ChatStore::append_reply`).
 //!
 //! A draft is only a cache of what the database holds: the store appends a delta only when
-//! the stored text is still the draft's (`SqliteUiStore::append_reply`), and any other case (no draft, a refused
-//! append, a finished or deleted item) takes the path that reads the item. At most
-//! [`MAX_REPLY_DRAFTS`] drafts holding at most [`MAX_REPLY_DRAFT_BYTES`] of text and JSON are
-//! kept; past either the one used longest ago is dropped, and its reply's next delta reads
-//! the item and compiles it whole once.
+//! the reply is still at the draft's revision (nothing else wrote it since), and any other
+//! case (no draft, a refused append, a finished or deleted item) takes the path that reads
+//! the item and writes it whole. At most [`MAX_REPLY_DRAFTS`] drafts holding at most
+//! [`MAX_REPLY_DRAFT_BYTES`] of text and JSON are kept; past either the one used longest
+//! ago is dropped, and its reply's next delta reads the item and compiles it whole once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,70 +19,68 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ui_compiler::{Block, UiCompiler};
 
 use crate::limits::{MAX_REPLY_DRAFT_BYTES, MAX_REPLY_DRAFTS};
+use crate::store::BlockWrites;
 
 /// One streaming reply's draft.
 #[derive(Debug, Default)]
 pub(crate) struct ReplyDraft {
     /// The reply's text, as stored.
     pub(crate) text: String,
+    /// The reply's revision in the store (`ChatStore::append_reply`).
+    pub(crate) rev: i64,
     /// The compiler of the previews so far (its cache is the last preview's blocks).
     pub(crate) compiler: UiCompiler,
-    /// The last preview's blocks, each with its JSON as stored.
-    stored: Vec<(Arc<Block>, String)>,
+    /// The blocks stored apart by the last append, in order, each with its JSON's length.
+    /// Empty in a draft whose reply was last written whole: its first append writes every
+    /// block.
+    stored: Vec<(Arc<Block>, usize)>,
     /// Whether the host service admitted the reply (`UiQueries::observe` answered `true`):
     /// later previews need not tell it.
     pub(crate) observed: bool,
 }
 
 impl ReplyDraft {
-    /// A draft of a reply whose stored text is `text`.
-    pub(crate) fn new(text: String) -> Self {
+    /// A draft of a reply whose stored text is `text` at revision `rev`, written whole.
+    pub(crate) fn new(text: String, rev: i64) -> Self {
         ReplyDraft {
             text,
+            rev,
             ..ReplyDraft::default()
         }
     }
 
-    /// The bytes of text and JSON the draft holds (its compiler holds about as much again).
+    /// The bytes of text and JSON the draft stands for (its compiler holds about as much
+    /// again).
     fn weight(&self) -> usize {
-        self.text.len()
-            + self
-                .stored
-                .iter()
-                .map(|(_, json)| json.len())
-                .sum::<usize>()
+        self.text.len() + self.stored.iter().map(|(_, len)| len).sum::<usize>()
     }
 
-    /// The JSON of `blocks` as the store holds it (the same text as `serde_json` gives for
-    /// the list), serializing only the blocks that are not the same [`Arc`] as one of the
-    /// previous call's; remembers `blocks` for the next call.
-    pub(crate) fn blocks_json(&mut self, blocks: &[Arc<Block>]) -> serde_json::Result<String> {
+    /// What storing `blocks` after the last append's blocks writes: the JSON of each block
+    /// whose index held another block (not the same [`Arc`]: the compiler reuses the
+    /// blocks it did not change), and the new count. Remembers `blocks` for the next call.
+    pub(crate) fn block_writes(
+        &mut self,
+        blocks: &[Arc<Block>],
+    ) -> serde_json::Result<BlockWrites> {
+        let mut changed = Vec::new();
         let mut stored = Vec::with_capacity(blocks.len());
-        let mut previous = std::mem::take(&mut self.stored).into_iter().peekable();
-        for block in blocks {
-            // Reused blocks keep their order, so the previous list is walked once.
-            while previous
-                .next_if(|(b, _)| !Arc::ptr_eq(b, block) && b.start < block.start)
-                .is_some()
-            {}
-            let json = match previous.next_if(|(b, _)| Arc::ptr_eq(b, block)) {
-                Some((_, json)) => json,
-                None => serde_json::to_string(&**block)?,
+        for (idx, block) in blocks.iter().enumerate() {
+            let len = match self.stored.get(idx) {
+                Some((before, len)) if Arc::ptr_eq(before, block) => *len,
+                _ => {
+                    let json = serde_json::to_string(&**block)?;
+                    let len = json.len();
+                    changed.push((idx, json));
+                    len
+                }
             };
-            stored.push((Arc::clone(block), json));
+            stored.push((Arc::clone(block), len));
         }
-        let len = 2 + stored.iter().map(|(_, j)| j.len() + 1).sum::<usize>();
-        let mut out = String::with_capacity(len);
-        out.push('[');
-        for (i, (_, json)) in stored.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(json);
-        }
-        out.push(']');
         self.stored = stored;
-        Ok(out)
+        Ok(BlockWrites {
+            changed,
+            len: blocks.len(),
+        })
     }
 }
 
@@ -160,25 +159,41 @@ mod tests {
     use ui_compiler::CompileOptions;
 
     #[test]
-    fn blocks_json_is_the_json_of_the_list() {
-        let text = "Hi\n```ui\n<Text>one</Text>\n```\nand\n```ui\n<Badge>two</Badge>\n";
+    fn block_writes_keep_the_stored_rows_the_json_of_the_list() {
+        let text = "Hi\n```ui\n<Text>one</Text>\n```\nand\n```ui\n<Badge>two</Badge>\n```\n\
+                    then\n```ui\n<Text>three";
         let options = CompileOptions {
             is_final: false,
             ..CompileOptions::default()
         };
-        let mut draft = ReplyDraft::new(String::new());
+        let mut draft = ReplyDraft::new(String::new(), 0);
+        // The rows as the store keeps them, by index.
+        let mut rows: Vec<String> = Vec::new();
+        let mut written = 0;
         for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
             let blocks = draft.compiler.compile(&text[..cut], &options);
-            let json = draft.blocks_json(&blocks).unwrap();
-            assert_eq!(json, serde_json::to_string(&blocks).unwrap(), "at {cut}");
+            let writes = draft.block_writes(&blocks).unwrap();
+            for (idx, json) in writes.changed {
+                if idx >= rows.len() {
+                    rows.resize(idx + 1, String::new());
+                }
+                rows[idx] = json;
+                written += 1;
+            }
+            rows.truncate(writes.len);
+            let joined = format!("[{}]", rows.join(","));
+            assert_eq!(joined, serde_json::to_string(&blocks).unwrap(), "at {cut}");
         }
+        // Each cut rewrites the open block, not the finished ones before it.
+        let cuts = text.len() + 1;
+        assert!(written < cuts + 6, "{written} block writes for {cuts} cuts");
     }
 
     #[test]
     fn drafts_are_bounded() {
         let drafts = ReplyDrafts::default();
         for i in 0..MAX_REPLY_DRAFTS + 3 {
-            drafts.put("c", &i.to_string(), ReplyDraft::new(String::new()));
+            drafts.put("c", &i.to_string(), ReplyDraft::new(String::new(), 0));
         }
         assert_eq!(drafts.len(), MAX_REPLY_DRAFTS);
         // The first ones put back went first.
@@ -188,7 +203,7 @@ mod tests {
         let last = (MAX_REPLY_DRAFTS + 2).to_string();
         assert!(drafts.take("c", &last).is_some());
         // So are their bytes.
-        let heavy = || ReplyDraft::new("x".repeat(MAX_REPLY_DRAFT_BYTES / 2 + 1));
+        let heavy = || ReplyDraft::new("x".repeat(MAX_REPLY_DRAFT_BYTES / 2 + 1), 0);
         drafts.put("c", "h1", heavy());
         drafts.put("c", "h2", heavy());
         assert!(drafts.take("c", "h1").is_none());
@@ -196,7 +211,7 @@ mod tests {
         drafts.put(
             "c",
             "h3",
-            ReplyDraft::new("x".repeat(MAX_REPLY_DRAFT_BYTES + 1)),
+            ReplyDraft::new("x".repeat(MAX_REPLY_DRAFT_BYTES + 1), 0),
         );
         assert!(drafts.take("c", "h3").is_none());
     }

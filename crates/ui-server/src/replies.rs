@@ -225,19 +225,21 @@ impl AppState {
             bytes: text.len(),
             blocks: blocks.len(),
         };
-        let mut draft = ReplyDraft::new(text.clone());
-        draft.compiler = compiler;
-        self.store()
+        let rev = self
+            .store()
             .update_reply(
                 chat_id,
                 item_id,
                 ReplyUpdate {
-                    text,
+                    text: text.clone(),
                     blocks: blocks.clone(),
                     streaming: true,
                 },
             )
-            .await?;
+            .await?
+            .ok_or_else(no_item)?;
+        let mut draft = ReplyDraft::new(text, rev);
+        draft.compiler = compiler;
         self.observe_preview(chat_id, item_id, &mut draft, &blocks)
             .await;
         self.drafts().put(chat_id, item_id, draft);
@@ -245,9 +247,9 @@ impl AppState {
     }
 
     /// [`AppState::append_delta`] from the reply's draft: compiles the preview resuming
-    /// from the previous one, serializes the blocks that changed and appends the delta to
-    /// the stored text. `None` when the store refused the append (the draft is then
-    /// dropped, and the caller reads the item).
+    /// from the previous one, and stores the delta and the blocks that changed. `None`
+    /// when the store refused the append (the draft is then dropped, and the caller reads
+    /// the item).
     async fn append_to_draft(
         &self,
         chat_id: &str,
@@ -255,7 +257,6 @@ impl AppState {
         mut draft: ReplyDraft,
         delta: &str,
     ) -> Result<Option<ReplyProgress>, ApiError> {
-        let len = draft.text.len();
         draft.text.push_str(delta);
         let (text, compiler) = (
             std::mem::take(&mut draft.text),
@@ -266,14 +267,15 @@ impl AppState {
             return Ok(None);
         };
         (draft.text, draft.compiler) = (text, compiler);
-        let json = draft.blocks_json(&blocks).map_err(DbError::from)?;
+        let writes = draft.block_writes(&blocks).map_err(DbError::from)?;
         if !self
             .store()
-            .append_reply(chat_id, item_id, &draft.text[..len], delta, json)
+            .append_reply(chat_id, item_id, draft.rev, delta, writes)
             .await?
         {
             return Ok(None);
         }
+        draft.rev += 1;
         let progress = ReplyProgress {
             id: item_id.to_owned(),
             streaming: true,

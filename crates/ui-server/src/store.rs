@@ -92,6 +92,29 @@ UPDATE ui_items SET choice_key = json_array(
   WHERE ui_choice IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS ui_items_choice ON ui_items (chat_id, choice_key);",
     },
+    Migration {
+        version: 3,
+        name: "streaming replies stored delta by delta",
+        sql: "
+ALTER TABLE ui_items ADD COLUMN reply_rev INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ui_items ADD COLUMN blocks_apart INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS ui_reply_deltas (
+  chat_id     TEXT    NOT NULL,
+  item_id     TEXT    NOT NULL,
+  rev         INTEGER NOT NULL,
+  delta       TEXT    NOT NULL,
+  PRIMARY KEY (chat_id, item_id, rev),
+  FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ui_reply_blocks (
+  chat_id     TEXT    NOT NULL,
+  item_id     TEXT    NOT NULL,
+  idx         INTEGER NOT NULL,
+  json        TEXT    NOT NULL,
+  PRIMARY KEY (chat_id, item_id, idx),
+  FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
+);",
+    },
 ];
 
 /// What makes a choice's message unique in its chat: the block and revision it answers
@@ -363,8 +386,37 @@ struct ItemRow {
     ui_choice: Option<String>,
 }
 
-const ITEM_COLUMNS: &str = "id, role, text, streaming, parent_tool_use_id, created_at, blocks, \
-                            ui_queries, answers, ui_choice";
+/// An item's whole text: while it streams, the stored text followed by the deltas appended
+/// since it was last written whole (`ui_reply_deltas`, in the order of the revisions that
+/// wrote them).
+macro_rules! item_text {
+    () => {
+        "CASE WHEN streaming THEN text || COALESCE((\
+           SELECT group_concat(delta, '' ORDER BY rev) FROM ui_reply_deltas d \
+           WHERE d.chat_id = ui_items.chat_id AND d.item_id = ui_items.id), '') \
+         ELSE text END"
+    };
+}
+
+/// An item's blocks as a JSON array: the `blocks` column, or, while the reply streams
+/// delta by delta (`blocks_apart`), the JSON of each block in its own row
+/// (`ui_reply_blocks`) joined in order.
+macro_rules! item_blocks {
+    () => {
+        "CASE WHEN blocks_apart THEN '[' || COALESCE((\
+           SELECT group_concat(json, ',' ORDER BY idx) FROM ui_reply_blocks b \
+           WHERE b.chat_id = ui_items.chat_id AND b.item_id = ui_items.id), '') || ']' \
+         ELSE blocks END"
+    };
+}
+
+const ITEM_COLUMNS: &str = concat!(
+    "id, role, ",
+    item_text!(),
+    ", streaming, parent_tool_use_id, created_at, ",
+    item_blocks!(),
+    ", ui_queries, answers, ui_choice"
+);
 
 fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
     Ok(ItemRow {
@@ -448,11 +500,12 @@ fn load_facts(
     item_id: &str,
 ) -> DbResult<Option<(ItemFacts, usize)>> {
     let row = conn
-        .prepare_cached(
-            "SELECT role, streaming, parent_tool_use_id IS NOT NULL, blocks, \
-               json_extract(ui_queries, '$.authorChatId') \
-             FROM ui_items WHERE chat_id = ?1 AND id = ?2",
-        )?
+        .prepare_cached(concat!(
+            "SELECT role, streaming, parent_tool_use_id IS NOT NULL, ",
+            item_blocks!(),
+            ", json_extract(ui_queries, '$.authorChatId') \
+                 FROM ui_items WHERE chat_id = ?1 AND id = ?2"
+        ))?
         .query_row(params![chat_id, item_id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -549,6 +602,15 @@ impl std::fmt::Debug for ChatStore {
 
 /// The store's former name, from when it lived in SQLite only.
 pub type SqliteUiStore = ChatStore;
+
+/// The blocks of a streaming reply that one delta changed ([`ChatStore::append_reply`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct BlockWrites {
+    /// Each block whose index holds a block it did not hold before, with its JSON.
+    pub(crate) changed: Vec<(usize, String)>,
+    /// How many blocks the reply has now (the rows from this index on are removed).
+    pub(crate) len: usize,
+}
 
 /// What [`ChatStore::update_reply`] writes.
 #[derive(Debug, Clone)]
@@ -878,13 +940,16 @@ impl ChatStore {
         Ok(item)
     }
 
-    /// Stores a reply's text, compiled blocks and streaming flag.
+    /// Stores a reply's text, compiled blocks and streaming flag, whole: the deltas and
+    /// blocks stored apart since the last whole write are dropped. Answers the reply's new
+    /// revision (what the next [`ChatStore::append_reply`] must name), `None` when there is
+    /// no such item.
     pub(crate) async fn update_reply(
         &self,
         chat_id: &str,
         item_id: &str,
         update: ReplyUpdate,
-    ) -> DbResult<()> {
+    ) -> DbResult<Option<i64>> {
         let db = match &self.backend {
             Backend::Sqlite(db) => db,
             Backend::Pg(pg) => return self.pg_update_reply(pg, chat_id, item_id, update).await,
@@ -895,60 +960,98 @@ impl ChatStore {
             item_id.to_owned(),
             Arc::clone(&self.cache),
         );
-        db.write(move |conn| {
-            conn.prepare_cached(
-                "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5 \
-                     WHERE chat_id = ?1 AND id = ?2",
-            )?
-            .execute(params![c, i, update.text, blocks, update.streaming])?;
-            Self::item_written(&cache, &c, &i);
-            Ok(())
-        })
-        .await?;
+        let rev = db
+            .write(move |conn| {
+                let tx = conn.transaction()?;
+                let rev: Option<i64> = tx
+                    .prepare_cached(
+                        "UPDATE ui_items SET text = ?3, blocks = ?4, streaming = ?5, \
+                           blocks_apart = 0, reply_rev = reply_rev + 1 \
+                         WHERE chat_id = ?1 AND id = ?2 RETURNING reply_rev",
+                    )?
+                    .query_row(params![c, i, update.text, blocks, update.streaming], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                if rev.is_some() {
+                    for sql in [
+                        "DELETE FROM ui_reply_deltas WHERE chat_id = ?1 AND item_id = ?2",
+                        "DELETE FROM ui_reply_blocks WHERE chat_id = ?1 AND item_id = ?2",
+                    ] {
+                        tx.prepare_cached(sql)?.execute(params![c, i])?;
+                    }
+                }
+                tx.commit()?;
+                Self::item_written(&cache, &c, &i);
+                Ok(rev)
+            })
+            .await?;
         self.touch(chat_id).await;
-        Ok(())
+        Ok(rev)
     }
 
-    /// Appends `delta` to the text of the streaming reply `item_id` and stores
-    /// `blocks_json` as its blocks, when the item is a streaming assistant reply whose text
-    /// is `text`; answers whether it was (and so whether anything was written). SQLite
-    /// still writes the whole row; PostgreSQL records the chat's event in the same transaction.
+    /// Appends `delta` to the text of the streaming reply `item_id` and writes the blocks
+    /// that changed, when the item is a streaming assistant reply still at revision `rev`
+    /// (nothing else wrote it since); answers whether it was (and so whether anything was
+    /// written). The write is in proportion to the delta and the changed blocks, not to the
+    /// reply: the delta gets a row of its own, each changed block's JSON replaces its row,
+    /// and the item's row only takes the next revision. The reply is then at `rev + 1`.
     pub(crate) async fn append_reply(
         &self,
         chat_id: &str,
         item_id: &str,
-        text: &str,
+        rev: i64,
         delta: &str,
-        blocks_json: String,
+        blocks: BlockWrites,
     ) -> DbResult<bool> {
         let db = match &self.backend {
             Backend::Sqlite(db) => db,
             Backend::Pg(pg) => {
                 return self
-                    .pg_append_reply(pg, chat_id, item_id, text, delta, blocks_json)
+                    .pg_append_reply(pg, chat_id, item_id, rev, delta, blocks)
                     .await;
             }
         };
-        let (c, i, t, d, cache) = (
+        let (c, i, d, cache) = (
             chat_id.to_owned(),
             item_id.to_owned(),
-            text.to_owned(),
             delta.to_owned(),
             Arc::clone(&self.cache),
         );
         let appended = db
             .write(move |conn| {
-                let rows = conn
+                let tx = conn.transaction()?;
+                let rows = tx
                     .prepare_cached(
-                        "UPDATE ui_items SET text = text || ?4, blocks = ?5 \
+                        "UPDATE ui_items SET reply_rev = ?4, blocks_apart = 1, blocks = '[]' \
                          WHERE chat_id = ?1 AND id = ?2 AND role = 'assistant' \
-                           AND streaming = 1 AND text = ?3",
+                           AND streaming = 1 AND reply_rev = ?3",
                     )?
-                    .execute(params![c, i, t, d, blocks_json])?;
-                if rows > 0 {
-                    Self::item_written(&cache, &c, &i);
+                    .execute(params![c, i, rev, rev + 1])?;
+                if rows == 0 {
+                    return Ok(false);
                 }
-                Ok(rows > 0)
+                tx.prepare_cached(
+                    "INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![c, i, rev + 1, d])?;
+                let mut upsert = tx.prepare_cached(
+                    "INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
+                     VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (chat_id, item_id, idx) DO UPDATE SET json = excluded.json",
+                )?;
+                for (idx, json) in &blocks.changed {
+                    upsert.execute(params![c, i, idx, json])?;
+                }
+                drop(upsert);
+                tx.prepare_cached(
+                    "DELETE FROM ui_reply_blocks WHERE chat_id = ?1 AND item_id = ?2 AND idx >= ?3",
+                )?
+                .execute(params![c, i, blocks.len])?;
+                tx.commit()?;
+                Self::item_written(&cache, &c, &i);
+                Ok(true)
             })
             .await?;
         if appended {
@@ -1501,6 +1604,145 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_streaming_reply_is_stored_delta_by_delta() {
+        delta_by_delta(fixture("deltas").await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streaming_reply_is_stored_delta_by_delta_on_postgres() {
+        if let Some(f) = pg_fixture("deltas").await {
+            delta_by_delta(f).await;
+        }
+    }
+
+    /// How many deltas and blocks of the item are stored apart.
+    async fn apart(store: &ChatStore, c: &str, i: &str) -> (i64, i64) {
+        const SQL: [&str; 2] = [
+            "SELECT COUNT(*) FROM ui_reply_deltas WHERE chat_id = $1 AND item_id = $2",
+            "SELECT COUNT(*) FROM ui_reply_blocks WHERE chat_id = $1 AND item_id = $2",
+        ];
+        let mut counts = [0; 2];
+        for (count, sql) in counts.iter_mut().zip(SQL) {
+            *count = match &store.backend {
+                Backend::Sqlite(db) => {
+                    let (c, i, sql) = (c.to_owned(), i.to_owned(), sql.replace('$', "?"));
+                    db.read(move |conn| Ok(conn.query_row(&sql, params![c, i], |r| r.get(0))?))
+                        .await
+                        .unwrap()
+                }
+                Backend::Pg(pg) => {
+                    let conn = pg.db.get().await.unwrap();
+                    let n = conn.query_one(sql, &[&c, &i]).await.unwrap().get(0);
+                    conn.release();
+                    n
+                }
+            };
+        }
+        (counts[0], counts[1])
+    }
+
+    async fn delta_by_delta(f: Fixture) {
+        let store = &f.store;
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        let item = store
+            .add_item(&chat.id, Role::Assistant, "", true)
+            .await
+            .unwrap();
+        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        let (one, two) = (final_blocks(i, "one"), final_blocks(i, "two"));
+        let json = |b: &Arc<Block>| serde_json::to_string(&**b).unwrap();
+        let writes = |changed: Vec<(usize, String)>, len| BlockWrites { changed, len };
+        let read = async || store.chat_item(c, i).await.unwrap().unwrap();
+        let blocks = |item: &ChatItem| serde_json::to_value(&item.ui).unwrap();
+
+        // Written whole, the reply gets a revision; each append names the one it follows.
+        let rev = store
+            .update_reply(
+                c,
+                i,
+                ReplyUpdate {
+                    text: "Hi ".into(),
+                    blocks: one.clone(),
+                    streaming: true,
+                },
+            )
+            .await
+            .unwrap()
+            .expect("the item exists");
+        let appended = store
+            .append_reply(c, i, rev, "there", writes(vec![(1, json(&two[0]))], 2))
+            .await
+            .unwrap();
+        assert!(appended);
+        // The first append after a whole write stores every block apart (as the draft of a
+        // reply written whole does); later ones only the blocks that changed.
+        let appended = store
+            .append_reply(c, i, rev + 1, "", writes(vec![(0, json(&one[0]))], 2))
+            .await
+            .unwrap();
+        assert!(appended);
+        let appended = store
+            .append_reply(c, i, rev + 2, ", you", writes(Vec::new(), 2))
+            .await
+            .unwrap();
+        assert!(appended);
+        let now = read().await;
+        assert_eq!(now.text, "Hi there, you");
+        assert!(now.streaming);
+        assert_eq!(blocks(&now), serde_json::json!([&*one[0], &*two[0]]));
+        assert_eq!(apart(store, c, i).await, (3, 2));
+        // So do the host service's reads: the item, and the facts a `ui.query` reads.
+        let stored = store.stored_item(c, i).await.unwrap().unwrap();
+        assert_eq!(stored.text, now.text);
+        assert_eq!(serde_json::to_value(&stored.blocks).unwrap(), blocks(&now));
+        let stored = store.stored_block(c, i, &one[0].id).await.unwrap().unwrap();
+        assert_eq!(stored.block.revision, one[0].revision);
+
+        // A revision that is no longer the reply's writes nothing.
+        let stale = store
+            .append_reply(c, i, rev + 1, "!", writes(vec![(0, json(&two[0]))], 1))
+            .await
+            .unwrap();
+        assert!(!stale);
+        assert_eq!(read().await, now);
+
+        // Fewer blocks than before: the rows past the count go.
+        let appended = store
+            .append_reply(c, i, rev + 3, "!", writes(Vec::new(), 1))
+            .await
+            .unwrap();
+        assert!(appended);
+        let now = read().await;
+        assert_eq!(now.text, "Hi there, you!");
+        assert_eq!(blocks(&now), serde_json::json!([&*one[0]]));
+
+        // Written whole again (finished): what was apart is folded into the item.
+        let done = store
+            .update_reply(c, i, finished(i, "done"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(done, rev + 5);
+        let now = read().await;
+        assert_eq!((now.text.as_str(), now.streaming), ("done", false));
+        assert_eq!(blocks(&now), serde_json::json!(final_blocks(i, "done")));
+        assert_eq!(apart(store, c, i).await, (0, 0));
+        let late = store
+            .append_reply(c, i, done, "x", writes(Vec::new(), 0))
+            .await
+            .unwrap();
+        assert!(!late, "a finished reply takes no delta");
+        assert_eq!(
+            store
+                .update_reply(c, "nope", finished(i, "x"))
+                .await
+                .unwrap(),
+            None
+        );
+        f.finish().await;
+    }
+
+    #[tokio::test]
     async fn entries_belong_to_their_chat() {
         isolation(fixture("isolation").await).await;
     }
@@ -1759,7 +2001,7 @@ mod tests {
                 })
                 .await
                 .unwrap();
-            assert_eq!(versions, [1, 2]);
+            assert_eq!(versions, [1, 2, 3]);
             let store =
                 ChatStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default());
             assert_eq!(store.chats_of("alice").await.unwrap()[0].title, "old");
@@ -1844,7 +2086,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(versions, [1, 2]);
+        assert_eq!(versions, [1, 2, 3]);
         pg.finish().await;
     }
 

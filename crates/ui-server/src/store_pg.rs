@@ -17,8 +17,8 @@ use ui_host::{ChoiceAnswer, ChoiceOrigin, SendResult, StoreError, UiQueryState};
 use ui_sync::{Audience, ChangeDraft, Cursor, NewRow, PgStore, Seq};
 
 use super::{
-    AddError, CHATS_SOURCE, Chat, ChatItem, ChatRow, ChatStore, ItemPage, ItemRow, ReplyUpdate,
-    WRITE, choice_key, json_text, new_id, parse_json, scope_source,
+    AddError, BlockWrites, CHATS_SOURCE, Chat, ChatItem, ChatRow, ChatStore, ItemPage, ItemRow,
+    ReplyUpdate, WRITE, choice_key, json_text, new_id, parse_json, scope_source,
 };
 use crate::cache::{ItemFacts, StoreCache, item_key};
 use crate::db::{DbError, DbResult, Migration};
@@ -73,6 +73,29 @@ UPDATE ui_items SET choice_key = json_build_array(
   WHERE ui_choice IS NOT NULL AND choice_key IS NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS ui_items_choice ON ui_items (chat_id, choice_key);",
     },
+    Migration {
+        version: 3,
+        name: "streaming replies stored delta by delta",
+        sql: "
+ALTER TABLE ui_items ADD COLUMN IF NOT EXISTS reply_rev BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE ui_items ADD COLUMN IF NOT EXISTS blocks_apart BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE TABLE IF NOT EXISTS ui_reply_deltas (
+  chat_id     TEXT    NOT NULL,
+  item_id     TEXT    NOT NULL,
+  rev         BIGINT  NOT NULL,
+  delta       TEXT    NOT NULL,
+  PRIMARY KEY (chat_id, item_id, rev),
+  FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS ui_reply_blocks (
+  chat_id     TEXT    NOT NULL,
+  item_id     TEXT    NOT NULL,
+  idx         BIGINT  NOT NULL,
+  json        TEXT    NOT NULL,
+  PRIMARY KEY (chat_id, item_id, idx),
+  FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
+);",
+    },
 ];
 
 /// The store's PostgreSQL database and the change log in it.
@@ -83,8 +106,34 @@ pub(crate) struct PgBackend {
     pub(crate) log: Option<Arc<PgStore>>,
 }
 
-const ITEM_COLUMNS: &str = "id, role, text, streaming, parent_tool_use_id, created_at, blocks, \
-                            ui_queries, answers, ui_choice";
+/// An item's whole text (as on SQLite, `store.rs`): the stored text and, while it
+/// streams, the deltas appended since.
+macro_rules! item_text {
+    () => {
+        "CASE WHEN streaming THEN text || COALESCE((\
+           SELECT string_agg(delta, '' ORDER BY rev) FROM ui_reply_deltas d \
+           WHERE d.chat_id = ui_items.chat_id AND d.item_id = ui_items.id), '') \
+         ELSE text END"
+    };
+}
+
+/// An item's blocks as a JSON array (as on SQLite, `store.rs`).
+macro_rules! item_blocks {
+    () => {
+        "CASE WHEN blocks_apart THEN '[' || COALESCE((\
+           SELECT string_agg(json, ',' ORDER BY idx) FROM ui_reply_blocks b \
+           WHERE b.chat_id = ui_items.chat_id AND b.item_id = ui_items.id), '') || ']' \
+         ELSE blocks END"
+    };
+}
+
+const ITEM_COLUMNS: &str = concat!(
+    "id, role, ",
+    item_text!(),
+    ", streaming, parent_tool_use_id, created_at, ",
+    item_blocks!(),
+    ", ui_queries, answers, ui_choice"
+);
 
 fn item_row(r: &tokio_postgres::Row) -> DbResult<ItemRow> {
     Ok(ItemRow {
@@ -111,6 +160,34 @@ fn chat_row(r: &tokio_postgres::Row) -> DbResult<ChatRow> {
         },
         owner: r.try_get(4)?,
     })
+}
+
+/// One statement of a write to an item: `$1` is the chat, `$2` the item, then `params`.
+struct ItemWrite {
+    sql: &'static str,
+    params: Vec<Box<dyn ToSql + Send + Sync>>,
+}
+
+impl ItemWrite {
+    fn new(sql: &'static str, params: Vec<Box<dyn ToSql + Send + Sync>>) -> Self {
+        ItemWrite { sql, params }
+    }
+
+    /// The statement's arguments for the item `item` of `chat`.
+    fn args<'a>(&'a self, chat: &'a String, item: &'a String) -> Vec<&'a (dyn ToSql + Sync)> {
+        let mut args: Vec<&(dyn ToSql + Sync)> = vec![chat, item];
+        args.extend(
+            self.params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync)),
+        );
+        args
+    }
+}
+
+/// A block's index as PostgreSQL's `BIGINT`.
+fn index(i: usize) -> i64 {
+    i64::try_from(i).unwrap_or(i64::MAX)
 }
 
 fn ms(v: u64) -> i64 {
@@ -420,63 +497,94 @@ impl ChatStore {
         chat_id: &str,
         item_id: &str,
         update: ReplyUpdate,
-    ) -> DbResult<()> {
+    ) -> DbResult<Option<i64>> {
         let blocks = json_text(&update.blocks)?;
         self.pg_update_item(
             pg,
             chat_id,
             item_id,
-            "UPDATE ui_items SET text = $3, blocks = $4, streaming = $5 \
-             WHERE chat_id = $1 AND id = $2",
+            ItemWrite::new(
+                "UPDATE ui_items SET text = $3, blocks = $4, streaming = $5, \
+                   blocks_apart = FALSE, reply_rev = reply_rev + 1 \
+                 WHERE chat_id = $1 AND id = $2 RETURNING reply_rev",
+                vec![
+                    Box::new(update.text),
+                    Box::new(blocks),
+                    Box::new(update.streaming),
+                ],
+            ),
             vec![
-                Box::new(update.text),
-                Box::new(blocks),
-                Box::new(update.streaming),
-            ],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// [`ChatStore::append_reply`] on PostgreSQL: the delta appended in SQL when the
-    /// stored text is still `text`, with the chat's change event in the same transaction.
-    pub(super) async fn pg_append_reply(
-        &self,
-        pg: &PgBackend,
-        chat_id: &str,
-        item_id: &str,
-        text: &str,
-        delta: &str,
-        blocks_json: String,
-    ) -> DbResult<bool> {
-        self.pg_update_item(
-            pg,
-            chat_id,
-            item_id,
-            "UPDATE ui_items SET text = text || $4, blocks = $5 \
-             WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
-               AND streaming AND text = $3",
-            vec![
-                Box::new(text.to_owned()),
-                Box::new(delta.to_owned()),
-                Box::new(blocks_json),
+                ItemWrite::new(
+                    "DELETE FROM ui_reply_deltas WHERE chat_id = $1 AND item_id = $2",
+                    Vec::new(),
+                ),
+                ItemWrite::new(
+                    "DELETE FROM ui_reply_blocks WHERE chat_id = $1 AND item_id = $2",
+                    Vec::new(),
+                ),
             ],
         )
         .await
     }
 
-    /// Runs `sql`, an `UPDATE` of one item (`$1` the chat, `$2` the item, then `params`),
-    /// and when it wrote, appends the chat's change event in the same transaction; drops
-    /// the item's cached facts even when the commit failed (what it left is unknown).
-    /// Answers whether a row was written.
+    /// [`ChatStore::append_reply`] on PostgreSQL: the same rows as on SQLite, with the
+    /// chat's change event in the same transaction.
+    pub(super) async fn pg_append_reply(
+        &self,
+        pg: &PgBackend,
+        chat_id: &str,
+        item_id: &str,
+        rev: i64,
+        delta: &str,
+        blocks: BlockWrites,
+    ) -> DbResult<bool> {
+        let next = rev + 1;
+        let mut then = vec![ItemWrite::new(
+            "INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) VALUES ($1, $2, $3, $4)",
+            vec![Box::new(next), Box::new(delta.to_owned())],
+        )];
+        for (idx, json) in blocks.changed {
+            then.push(ItemWrite::new(
+                "INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
+                 VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (chat_id, item_id, idx) DO UPDATE SET json = excluded.json",
+                vec![Box::new(index(idx)), Box::new(json)],
+            ));
+        }
+        then.push(ItemWrite::new(
+            "DELETE FROM ui_reply_blocks WHERE chat_id = $1 AND item_id = $2 AND idx >= $3",
+            vec![Box::new(index(blocks.len))],
+        ));
+        let written = self
+            .pg_update_item(
+                pg,
+                chat_id,
+                item_id,
+                ItemWrite::new(
+                    "UPDATE ui_items SET reply_rev = $4, blocks_apart = TRUE, blocks = '[]' \
+                     WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
+                       AND streaming AND reply_rev = $3 RETURNING reply_rev",
+                    vec![Box::new(rev), Box::new(next)],
+                ),
+                then,
+            )
+            .await?;
+        Ok(written.is_some())
+    }
+
+    /// Runs `first`, an `UPDATE` of one item that returns one `BIGINT` (its `RETURNING`
+    /// clause), and when it wrote a row, the statements `then` and the chat's change
+    /// event, all in one transaction; drops the item's cached facts even when the commit
+    /// failed (what it left is unknown). Answers what `first` returned, `None` when it
+    /// wrote nothing (and nothing else was written).
     async fn pg_update_item(
         &self,
         pg: &PgBackend,
         chat_id: &str,
         item_id: &str,
-        sql: &'static str,
-        params: Vec<Box<dyn ToSql + Send + Sync>>,
-    ) -> DbResult<bool> {
+        first: ItemWrite,
+        then: Vec<ItemWrite>,
+    ) -> DbResult<Option<i64>> {
         let events = self.pg_chat_events(pg, chat_id).await?;
         let (db, c, i, cache) = (
             pg.db.clone(),
@@ -484,15 +592,19 @@ impl ChatStore {
             item_id.to_owned(),
             Arc::clone(&self.cache),
         );
-        let (written, seq) = pg
+        let (returned, seq) = pg
             .db
             .write(async move {
                 let mut conn = db.get().await?;
                 let tx = conn.transaction().await?;
-                let mut args: Vec<&(dyn ToSql + Sync)> = vec![&c, &i];
-                args.extend(params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
-                let written = tx.execute(sql, &args).await? > 0;
-                let seq = if written {
+                let returned = match tx.query_opt(first.sql, &first.args(&c, &i)).await? {
+                    Some(row) => Some(row.try_get::<_, i64>(0)?),
+                    None => None,
+                };
+                let seq = if returned.is_some() {
+                    for write in &then {
+                        tx.execute(write.sql, &write.args(&c, &i)).await?;
+                    }
                     events.append(&tx).await?
                 } else {
                     None
@@ -501,11 +613,11 @@ impl ChatStore {
                 invalidate_item(&cache, &c, &i);
                 committed?;
                 conn.release();
-                Ok((written, seq))
+                Ok((returned, seq))
             })
             .await?;
         self.pg_committed(seq);
-        Ok(written)
+        Ok(returned)
     }
 
     /// An item's facts (not its text, readings and answers) and, when asked, its access.
@@ -525,9 +637,12 @@ impl ChatStore {
                 let conn = pg.db.get().await?;
                 let row = conn
                     .query_opt(
-                        "SELECT role, streaming, parent_tool_use_id IS NOT NULL, blocks, \
-                           (ui_queries::jsonb) ->> 'authorChatId' \
-                         FROM ui_items WHERE chat_id = $1 AND id = $2",
+                        concat!(
+                            "SELECT role, streaming, parent_tool_use_id IS NOT NULL, ",
+                            item_blocks!(),
+                            ", (ui_queries::jsonb) ->> 'authorChatId' \
+                             FROM ui_items WHERE chat_id = $1 AND id = $2"
+                        ),
                         &[&chat_id, &item_id],
                     )
                     .await?;
@@ -641,8 +756,12 @@ impl ChatStore {
             pg,
             chat_id,
             item_id,
-            "UPDATE ui_items SET ui_queries = $3 WHERE chat_id = $1 AND id = $2",
-            vec![Box::new(text)],
+            ItemWrite::new(
+                "UPDATE ui_items SET ui_queries = $3 WHERE chat_id = $1 AND id = $2 \
+                 RETURNING reply_rev",
+                vec![Box::new(text)],
+            ),
+            Vec::new(),
         )
         .await?;
         Ok(())

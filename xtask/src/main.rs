@@ -1335,7 +1335,10 @@ fn reply_stream_table(criterion: &Path, started: std::time::SystemTime) -> Strin
     let (first, second) = (median("first_half"), median("second_half"));
     let halves = match (first, second) {
         (Some((first, _)), Some((second, _))) if first > 0.0 => {
-            format!("{:.2} (per delta: about 1; per reply length: 3)", second / first)
+            format!(
+                "{:.2} (per delta: about 1; per reply length: 3)",
+                second / first
+            )
         }
         _ => "–".to_owned(),
     };

@@ -526,6 +526,18 @@ mod tests {
             serde_json::to_value(&now.ui).unwrap(),
             fresh(&state, &item.id, &text, false).await
         );
+        // The draft made from the stored reply goes on delta by delta.
+        state
+            .append_delta(&chat.id, &item.id, "</Badge>")
+            .await
+            .unwrap();
+        let text = text + "</Badge>";
+        let now = stored(&state, &chat.id, &item.id).await;
+        assert_eq!(now.text, text);
+        assert_eq!(
+            serde_json::to_value(&now.ui).unwrap(),
+            fresh(&state, &item.id, &text, false).await
+        );
         // A delta over the limit is refused, whatever the draft says.
         let max = state.chat_limits().item_text_bytes;
         let big = "x".repeat(max);

@@ -527,8 +527,10 @@ impl ChatStore {
         .await
     }
 
-    /// [`ChatStore::append_reply`] on PostgreSQL: the same rows as on SQLite, with the
-    /// chat's change event in the same transaction.
+    /// [`ChatStore::append_reply`] on PostgreSQL: the same rows as on SQLite, written by
+    /// one statement (one round trip), with the chat's change event in the same
+    /// transaction. The statement's parts see one snapshot: the rows it removes past the
+    /// new count are never the ones it writes.
     pub(super) async fn pg_append_reply(
         &self,
         pg: &PgBackend,
@@ -538,43 +540,52 @@ impl ChatStore {
         delta: &str,
         blocks: BlockWrites,
     ) -> DbResult<bool> {
-        let next = rev + 1;
-        let mut then = vec![ItemWrite::new(
-            "INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) VALUES ($1, $2, $3, $4)",
-            vec![Box::new(next), Box::new(delta.to_owned())],
-        )];
-        for (idx, json) in blocks.changed {
-            then.push(ItemWrite::new(
-                "INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
-                 VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (chat_id, item_id, idx) DO UPDATE SET json = excluded.json",
-                vec![Box::new(index(idx)), Box::new(json)],
-            ));
-        }
-        then.push(ItemWrite::new(
-            "DELETE FROM ui_reply_blocks WHERE chat_id = $1 AND item_id = $2 AND idx >= $3",
-            vec![Box::new(index(blocks.len))],
-        ));
+        let (indexes, jsons): (Vec<i64>, Vec<String>) = blocks
+            .changed
+            .into_iter()
+            .map(|(idx, json)| (index(idx), json))
+            .unzip();
         let written = self
             .pg_update_item(
                 pg,
                 chat_id,
                 item_id,
                 ItemWrite::new(
-                    "UPDATE ui_items SET reply_rev = $4, blocks_apart = TRUE, blocks = '[]' \
-                     WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
-                       AND streaming AND reply_rev = $3 RETURNING reply_rev",
-                    vec![Box::new(rev), Box::new(next)],
+                    "WITH item AS (\
+                       UPDATE ui_items SET reply_rev = $4, blocks_apart = TRUE, blocks = '[]' \
+                       WHERE chat_id = $1 AND id = $2 AND role = 'assistant' \
+                         AND streaming AND reply_rev = $3 RETURNING reply_rev), \
+                     delta AS (\
+                       INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) \
+                       SELECT $1, $2, $4, $5 FROM item), \
+                     changed AS (\
+                       INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
+                       SELECT $1, $2, b.idx, b.json FROM item, \
+                         unnest($6::BIGINT[], $7::TEXT[]) AS b (idx, json) \
+                       ON CONFLICT (chat_id, item_id, idx) DO UPDATE SET json = excluded.json), \
+                     removed AS (\
+                       DELETE FROM ui_reply_blocks \
+                       WHERE chat_id = $1 AND item_id = $2 AND idx >= $8 \
+                         AND EXISTS (SELECT 1 FROM item)) \
+                     SELECT reply_rev FROM item",
+                    vec![
+                        Box::new(rev),
+                        Box::new(rev + 1),
+                        Box::new(delta.to_owned()),
+                        Box::new(indexes),
+                        Box::new(jsons),
+                        Box::new(index(blocks.len)),
+                    ],
                 ),
-                then,
+                Vec::new(),
             )
             .await?;
         Ok(written.is_some())
     }
 
-    /// Runs `first`, an `UPDATE` of one item that returns one `BIGINT` (its `RETURNING`
-    /// clause), and when it wrote a row, the statements `then` and the chat's change
-    /// event, all in one transaction; drops the item's cached facts even when the commit
+    /// Runs `first`, a statement that writes one item and answers one `BIGINT` in a row
+    /// when it wrote (a `RETURNING` clause), and when it did, the statements `then` and the
+    /// chat's change event, all in one transaction; drops the item's cached facts even when the commit
     /// failed (what it left is unknown). Answers what `first` returned, `None` when it
     /// wrote nothing (and nothing else was written).
     async fn pg_update_item(

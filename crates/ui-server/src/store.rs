@@ -32,6 +32,40 @@ use crate::config::ChatLimits;
 use crate::db::{Db, DbError, DbResult, Migration};
 use crate::error::{ApiError, ErrorCode};
 
+/// An item's blocks as a JSON array: the `blocks` column, or, while the reply streams
+/// delta by delta (`blocks_apart`), the JSON of each block in its own row
+/// (`ui_reply_blocks`) joined in order. `$agg` is the database's ordered string aggregate
+/// (`group_concat` on SQLite, `string_agg` on PostgreSQL).
+macro_rules! item_blocks {
+    ($agg:literal) => {
+        concat!(
+            "CASE WHEN blocks_apart THEN '[' || COALESCE((SELECT ",
+            $agg,
+            "(json, ',' ORDER BY idx) FROM ui_reply_blocks b \
+               WHERE b.chat_id = ui_items.chat_id AND b.item_id = ui_items.id), '') || ']' \
+             ELSE blocks END"
+        )
+    };
+}
+
+/// The columns of an item row as [`ItemRow`] reads them. Its text is whole: while the
+/// reply streams, the stored text followed by the deltas appended since it was last written
+/// whole (`ui_reply_deltas`, in the order of the revisions that wrote them). `$agg` as in
+/// `item_blocks!`.
+macro_rules! item_columns {
+    ($agg:literal) => {
+        concat!(
+            "id, role, CASE WHEN streaming THEN text || COALESCE((SELECT ",
+            $agg,
+            "(delta, '' ORDER BY rev) FROM ui_reply_deltas d \
+               WHERE d.chat_id = ui_items.chat_id AND d.item_id = ui_items.id), '') \
+             ELSE text END, streaming, parent_tool_use_id, created_at, ",
+            item_blocks!($agg),
+            ", ui_queries, answers, ui_choice"
+        )
+    };
+}
+
 #[path = "store_pg.rs"]
 mod pg;
 pub(crate) use pg::{PG_MIGRATIONS, PgBackend};
@@ -386,37 +420,7 @@ struct ItemRow {
     ui_choice: Option<String>,
 }
 
-/// An item's whole text: while it streams, the stored text followed by the deltas appended
-/// since it was last written whole (`ui_reply_deltas`, in the order of the revisions that
-/// wrote them).
-macro_rules! item_text {
-    () => {
-        "CASE WHEN streaming THEN text || COALESCE((\
-           SELECT group_concat(delta, '' ORDER BY rev) FROM ui_reply_deltas d \
-           WHERE d.chat_id = ui_items.chat_id AND d.item_id = ui_items.id), '') \
-         ELSE text END"
-    };
-}
-
-/// An item's blocks as a JSON array: the `blocks` column, or, while the reply streams
-/// delta by delta (`blocks_apart`), the JSON of each block in its own row
-/// (`ui_reply_blocks`) joined in order.
-macro_rules! item_blocks {
-    () => {
-        "CASE WHEN blocks_apart THEN '[' || COALESCE((\
-           SELECT group_concat(json, ',' ORDER BY idx) FROM ui_reply_blocks b \
-           WHERE b.chat_id = ui_items.chat_id AND b.item_id = ui_items.id), '') || ']' \
-         ELSE blocks END"
-    };
-}
-
-const ITEM_COLUMNS: &str = concat!(
-    "id, role, ",
-    item_text!(),
-    ", streaming, parent_tool_use_id, created_at, ",
-    item_blocks!(),
-    ", ui_queries, answers, ui_choice"
-);
+const ITEM_COLUMNS: &str = item_columns!("group_concat");
 
 fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
     Ok(ItemRow {
@@ -502,7 +506,7 @@ fn load_facts(
     let row = conn
         .prepare_cached(concat!(
             "SELECT role, streaming, parent_tool_use_id IS NOT NULL, ",
-            item_blocks!(),
+            item_blocks!("group_concat"),
             ", json_extract(ui_queries, '$.authorChatId') \
                  FROM ui_items WHERE chat_id = ?1 AND id = ?2"
         ))?

@@ -106,34 +106,7 @@ pub(crate) struct PgBackend {
     pub(crate) log: Option<Arc<PgStore>>,
 }
 
-/// An item's whole text (as on SQLite, `store.rs`): the stored text and, while it
-/// streams, the deltas appended since.
-macro_rules! item_text {
-    () => {
-        "CASE WHEN streaming THEN text || COALESCE((\
-           SELECT string_agg(delta, '' ORDER BY rev) FROM ui_reply_deltas d \
-           WHERE d.chat_id = ui_items.chat_id AND d.item_id = ui_items.id), '') \
-         ELSE text END"
-    };
-}
-
-/// An item's blocks as a JSON array (as on SQLite, `store.rs`).
-macro_rules! item_blocks {
-    () => {
-        "CASE WHEN blocks_apart THEN '[' || COALESCE((\
-           SELECT string_agg(json, ',' ORDER BY idx) FROM ui_reply_blocks b \
-           WHERE b.chat_id = ui_items.chat_id AND b.item_id = ui_items.id), '') || ']' \
-         ELSE blocks END"
-    };
-}
-
-const ITEM_COLUMNS: &str = concat!(
-    "id, role, ",
-    item_text!(),
-    ", streaming, parent_tool_use_id, created_at, ",
-    item_blocks!(),
-    ", ui_queries, answers, ui_choice"
-);
+const ITEM_COLUMNS: &str = item_columns!("string_agg");
 
 fn item_row(r: &tokio_postgres::Row) -> DbResult<ItemRow> {
     Ok(ItemRow {
@@ -650,7 +623,7 @@ impl ChatStore {
                     .query_opt(
                         concat!(
                             "SELECT role, streaming, parent_tool_use_id IS NOT NULL, ",
-                            item_blocks!(),
+                            item_blocks!("string_agg"),
                             ", (ui_queries::jsonb) ->> 'authorChatId' \
                              FROM ui_items WHERE chat_id = $1 AND id = $2"
                         ),

@@ -3,7 +3,7 @@
 //!
 //! | bench (`reply_stream/…`) | one iteration |
 //! | --- | --- |
-//! | `server_deltas` | `streaming.txt` (20 KB, 10 blocks) sent to a real [`AppState`] (SQLite file in a temporary directory, change feed running) as an agent runtime in the same process sends it: `start_reply`, one `append_delta` per 5 characters (4,000 and more deltas), `finish_reply`; each delta compiles the preview, stores it and records the chat's change |
+//! | `server_deltas` | `streaming.txt` (20 KB, 10 blocks) sent to a real [`AppState`] (SQLite file in a temporary directory, change feed running) as an agent runtime in the same process sends it: `start_reply` (not timed), one `append_delta` per 5 characters (4,000 and more deltas), `finish_reply`; each delta compiles the preview, stores it and records the chat's change |
 //! | `from_scratch` | the same prefixes each compiled by a fresh `UiCompiler` (no database), then the whole reply as final: what a server that recompiles the whole reply per delta spends on compiling alone |
 //!
 //! | `first_half`, `second_half` | the same replies as `server_deltas`, timing only the first or only the second half of the deltas: a server whose work per delta follows the delta spends about as much on each half (ratio about 1), one that rewrites the reply per delta three times as much on the second (the sum of `n` over the second half of `1..N` is three times that over the first) |

@@ -998,8 +998,9 @@ impl ChatStore {
     /// that changed, when the item is a streaming assistant reply still at revision `rev`
     /// (nothing else wrote it since); answers whether it was (and so whether anything was
     /// written). The write is in proportion to the delta and the changed blocks, not to the
-    /// reply: the delta gets a row of its own, each changed block's JSON replaces its row,
-    /// and the item's row only takes the next revision. The reply is then at `rev + 1`.
+    /// reply: the delta gets a row of its own (an empty one none, so the rows of a reply
+    /// are bounded by its length), each changed block's JSON replaces its row, and the
+    /// item's row only takes the next revision. The reply is then at `rev + 1`.
     pub(crate) async fn append_reply(
         &self,
         chat_id: &str,
@@ -1035,11 +1036,13 @@ impl ChatStore {
                 if rows == 0 {
                     return Ok(false);
                 }
-                tx.prepare_cached(
-                    "INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![c, i, rev + 1, d])?;
+                if !d.is_empty() {
+                    tx.prepare_cached(
+                        "INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) \
+                         VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![c, i, rev + 1, d])?;
+                }
                 let mut upsert = tx.prepare_cached(
                     "INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
                      VALUES (?1, ?2, ?3, ?4) \
@@ -1619,13 +1622,16 @@ mod tests {
         }
     }
 
-    /// How many deltas and blocks of the item are stored apart.
-    async fn apart(store: &ChatStore, c: &str, i: &str) -> (i64, i64) {
-        const SQL: [&str; 2] = [
+    /// How many deltas and blocks of the item are stored apart, and the length of the text
+    /// and blocks in the item's own row.
+    async fn apart(store: &ChatStore, c: &str, i: &str) -> (i64, i64, i64) {
+        const SQL: [&str; 3] = [
             "SELECT COUNT(*) FROM ui_reply_deltas WHERE chat_id = $1 AND item_id = $2",
             "SELECT COUNT(*) FROM ui_reply_blocks WHERE chat_id = $1 AND item_id = $2",
+            "SELECT CAST(length(text) + length(blocks) AS BIGINT) FROM ui_items \
+             WHERE chat_id = $1 AND id = $2",
         ];
-        let mut counts = [0; 2];
+        let mut counts = [0; 3];
         for (count, sql) in counts.iter_mut().zip(SQL) {
             *count = match &store.backend {
                 Backend::Sqlite(db) => {
@@ -1642,7 +1648,7 @@ mod tests {
                 }
             };
         }
-        (counts[0], counts[1])
+        (counts[0], counts[1], counts[2])
     }
 
     async fn delta_by_delta(f: Fixture) {
@@ -1694,7 +1700,10 @@ mod tests {
         assert_eq!(now.text, "Hi there, you");
         assert!(now.streaming);
         assert_eq!(blocks(&now), serde_json::json!([&*one[0], &*two[0]]));
-        assert_eq!(apart(store, c, i).await, (3, 2));
+        // Two deltas (the empty one adds no row), both blocks apart, and the item's own
+        // row still holds only what the whole write left ("Hi " and no blocks): a delta
+        // does not rewrite the reply.
+        assert_eq!(apart(store, c, i).await, (2, 2, 5));
         // So do the host service's reads: the item, and the facts a `ui.query` reads.
         let stored = store.stored_item(c, i).await.unwrap().unwrap();
         assert_eq!(stored.text, now.text);
@@ -1730,7 +1739,8 @@ mod tests {
         let now = read().await;
         assert_eq!((now.text.as_str(), now.streaming), ("done", false));
         assert_eq!(blocks(&now), serde_json::json!(final_blocks(i, "done")));
-        assert_eq!(apart(store, c, i).await, (0, 0));
+        let whole = ("done".len() + json_text(&final_blocks(i, "done")).unwrap().len()) as i64;
+        assert_eq!(apart(store, c, i).await, (0, 0, whole));
         let late = store
             .append_reply(c, i, done, "x", writes(Vec::new(), 0))
             .await

@@ -530,7 +530,7 @@ impl ChatStore {
                          AND streaming AND reply_rev = $3 RETURNING reply_rev), \
                      delta AS (\
                        INSERT INTO ui_reply_deltas (chat_id, item_id, rev, delta) \
-                       SELECT $1, $2, $4, $5 FROM item), \
+                       SELECT $1, $2, $4, $5 FROM item WHERE $5 <> ''), \
                      changed AS (\
                        INSERT INTO ui_reply_blocks (chat_id, item_id, idx, json) \
                        SELECT $1, $2, b.idx, b.json FROM item, \

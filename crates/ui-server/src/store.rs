@@ -1476,6 +1476,24 @@ mod tests {
         }
     }
 
+    /// A scenario taking a [`Fixture`] as two tests: on a fresh SQLite file, and on a fresh
+    /// database of the PostgreSQL test cluster (see [`pg_fixture`]).
+    macro_rules! on_both_databases {
+        ($sqlite:ident, $postgres:ident, $scenario:ident, $tag:literal) => {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $sqlite() {
+                $scenario(fixture($tag).await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $postgres() {
+                if let Some(f) = pg_fixture($tag).await {
+                    $scenario(f).await;
+                }
+            }
+        };
+    }
+
     /// The final blocks of a reply whose one block shows `text`.
     fn final_blocks(item_id: &str, text: &str) -> Vec<Arc<Block>> {
         let reply = format!("```ui\n<Summary>{text}</Summary>\n```\n");
@@ -1511,17 +1529,12 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn only_settled_facts_are_cached_and_writes_drop_them() {
-        settled_facts(fixture("writes").await).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn only_settled_facts_are_cached_and_writes_drop_them_on_postgres() {
-        if let Some(f) = pg_fixture("writes").await {
-            settled_facts(f).await;
-        }
-    }
+    on_both_databases!(
+        only_settled_facts_are_cached_and_writes_drop_them,
+        only_settled_facts_are_cached_and_writes_drop_them_on_postgres,
+        settled_facts,
+        "writes"
+    );
 
     async fn settled_facts(f: Fixture) {
         let store = &f.store;
@@ -1610,17 +1623,12 @@ mod tests {
         f.finish().await;
     }
 
-    #[tokio::test]
-    async fn a_streaming_reply_is_stored_delta_by_delta() {
-        delta_by_delta(fixture("deltas").await).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_streaming_reply_is_stored_delta_by_delta_on_postgres() {
-        if let Some(f) = pg_fixture("deltas").await {
-            delta_by_delta(f).await;
-        }
-    }
+    on_both_databases!(
+        a_streaming_reply_is_stored_delta_by_delta,
+        a_streaming_reply_is_stored_delta_by_delta_on_postgres,
+        delta_by_delta,
+        "deltas"
+    );
 
     /// How many deltas and blocks of the item are stored apart, and the length of the text
     /// and blocks in the item's own row.
@@ -1756,17 +1764,12 @@ mod tests {
         f.finish().await;
     }
 
-    #[tokio::test]
-    async fn entries_belong_to_their_chat() {
-        isolation(fixture("isolation").await).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn entries_belong_to_their_chat_on_postgres() {
-        if let Some(f) = pg_fixture("isolation").await {
-            isolation(f).await;
-        }
-    }
+    on_both_databases!(
+        entries_belong_to_their_chat,
+        entries_belong_to_their_chat_on_postgres,
+        isolation,
+        "isolation"
+    );
 
     async fn isolation(f: Fixture) {
         let store = &f.store;
@@ -1821,17 +1824,12 @@ mod tests {
         f.finish().await;
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn chats_items_choices_and_answers() {
-        chats_items_choices(fixture("items").await).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn chats_items_choices_and_answers_on_postgres() {
-        if let Some(f) = pg_fixture("items").await {
-            chats_items_choices(f).await;
-        }
-    }
+    on_both_databases!(
+        chats_items_choices_and_answers,
+        chats_items_choices_and_answers_on_postgres,
+        chats_items_choices,
+        "items"
+    );
 
     fn ids(page: &ItemPage) -> Vec<&str> {
         page.items.iter().map(|i| i.id.as_str()).collect()

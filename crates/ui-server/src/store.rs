@@ -1521,6 +1521,16 @@ mod tests {
         }
     }
 
+    /// A new chat of alice's holding an empty streaming reply: their ids.
+    async fn streaming_reply(store: &ChatStore) -> (String, String) {
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        let item = store
+            .add_item(&chat.id, Role::Assistant, "", true)
+            .await
+            .unwrap();
+        (chat.id, item.id)
+    }
+
     /// The UI state a capture writes first: the chat is the item's author.
     fn authored_by(chat_id: &str) -> UiQueryState {
         UiQueryState {
@@ -1538,12 +1548,8 @@ mod tests {
 
     async fn settled_facts(f: Fixture) {
         let store = &f.store;
-        let chat = store.create_chat("alice", "web", "t").await.unwrap();
-        let item = store
-            .add_item(&chat.id, Role::Assistant, "", true)
-            .await
-            .unwrap();
-        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        let (chat, item) = streaming_reply(store).await;
+        let (c, i) = (chat.as_str(), item.as_str());
         let block_id = final_blocks(i, "one")[0].id.clone();
 
         // A streaming item is read from the database every time, never cached.
@@ -1615,7 +1621,7 @@ mod tests {
 
         // The chat's info comes from the cache once read.
         let info = store.chat_info(c).await.unwrap();
-        assert_eq!(info.chat_id, chat.id);
+        assert_eq!(info.chat_id, chat);
         let data = info.data.as_record().unwrap();
         assert_eq!(data.get("owner").and_then(Value::as_str), Some("alice"));
         assert_eq!(data.get("project").and_then(Value::as_str), Some("web"));
@@ -1661,16 +1667,15 @@ mod tests {
 
     async fn delta_by_delta(f: Fixture) {
         let store = &f.store;
-        let chat = store.create_chat("alice", "web", "t").await.unwrap();
-        let item = store
-            .add_item(&chat.id, Role::Assistant, "", true)
-            .await
-            .unwrap();
-        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        let (chat, item) = streaming_reply(store).await;
+        let (c, i) = (chat.as_str(), item.as_str());
         let (one, two) = (final_blocks(i, "one"), final_blocks(i, "two"));
         let json = |b: &Arc<Block>| serde_json::to_string(&**b).unwrap();
         let writes = |changed: Vec<(usize, String)>, len| BlockWrites { changed, len };
         let read = async || store.chat_item(c, i).await.unwrap().unwrap();
+        let append = async |rev, delta: &str, blocks| {
+            store.append_reply(c, i, rev, delta, blocks).await.unwrap()
+        };
         let blocks = |item: &ChatItem| serde_json::to_value(&item.ui).unwrap();
 
         // Written whole, the reply gets a revision; each append names the one it follows.
@@ -1687,52 +1692,32 @@ mod tests {
             .await
             .unwrap()
             .expect("the item exists");
-        let appended = store
-            .append_reply(c, i, rev, "there", writes(vec![(1, json(&two[0]))], 2))
-            .await
-            .unwrap();
-        assert!(appended);
+        assert!(append(rev, "there", writes(vec![(1, json(&two[0]))], 2)).await);
         // The first append after a whole write stores every block apart (as the draft of a
         // reply written whole does); later ones only the blocks that changed.
-        let appended = store
-            .append_reply(c, i, rev + 1, "", writes(vec![(0, json(&one[0]))], 2))
-            .await
-            .unwrap();
-        assert!(appended);
-        let appended = store
-            .append_reply(c, i, rev + 2, ", you", writes(Vec::new(), 2))
-            .await
-            .unwrap();
-        assert!(appended);
+        assert!(append(rev + 1, "", writes(vec![(0, json(&one[0]))], 2)).await);
+        assert!(append(rev + 2, ", you", writes(Vec::new(), 2)).await);
         let now = read().await;
         assert_eq!(now.text, "Hi there, you");
         assert!(now.streaming);
         assert_eq!(blocks(&now), serde_json::json!([&*one[0], &*two[0]]));
-        // Two deltas (the empty one adds no row), both blocks apart, and the item's own
-        // row still holds only what the whole write left ("Hi " and no blocks): a delta
-        // does not rewrite the reply.
-        assert_eq!(apart(store, c, i).await, (2, 2, 5));
         // So do the host service's reads: the item, and the facts a `ui.query` reads.
         let stored = store.stored_item(c, i).await.unwrap().unwrap();
         assert_eq!(stored.text, now.text);
         assert_eq!(serde_json::to_value(&stored.blocks).unwrap(), blocks(&now));
         let stored = store.stored_block(c, i, &one[0].id).await.unwrap().unwrap();
         assert_eq!(stored.block.revision, one[0].revision);
+        // Two deltas (the empty one adds no row), both blocks apart, and the item's own
+        // row still holds only what the whole write left ("Hi " and no blocks): a delta
+        // does not rewrite the reply.
+        assert_eq!(apart(store, c, i).await, (2, 2, 5));
 
         // A revision that is no longer the reply's writes nothing.
-        let stale = store
-            .append_reply(c, i, rev + 1, "!", writes(vec![(0, json(&two[0]))], 1))
-            .await
-            .unwrap();
-        assert!(!stale);
+        assert!(!append(rev + 1, "!", writes(vec![(0, json(&two[0]))], 1)).await);
         assert_eq!(read().await, now);
 
         // Fewer blocks than before: the rows past the count go.
-        let appended = store
-            .append_reply(c, i, rev + 3, "!", writes(Vec::new(), 1))
-            .await
-            .unwrap();
-        assert!(appended);
+        assert!(append(rev + 3, "!", writes(Vec::new(), 1)).await);
         let now = read().await;
         assert_eq!(now.text, "Hi there, you!");
         assert_eq!(blocks(&now), serde_json::json!([&*one[0]]));
@@ -1749,11 +1734,10 @@ mod tests {
         assert_eq!(blocks(&now), serde_json::json!(final_blocks(i, "done")));
         let whole = ("done".len() + json_text(&final_blocks(i, "done")).unwrap().len()) as i64;
         assert_eq!(apart(store, c, i).await, (0, 0, whole));
-        let late = store
-            .append_reply(c, i, done, "x", writes(Vec::new(), 0))
-            .await
-            .unwrap();
-        assert!(!late, "a finished reply takes no delta");
+        assert!(
+            !append(done, "x", writes(Vec::new(), 0)).await,
+            "a finished reply takes no delta"
+        );
         assert_eq!(
             store
                 .update_reply(c, "nope", finished(i, "x"))
@@ -2106,12 +2090,8 @@ mod tests {
     async fn a_cancelled_write_still_drops_the_cached_facts() {
         let f = fixture("cancelled").await;
         let store = &f.store;
-        let chat = store.create_chat("alice", "web", "t").await.unwrap();
-        let item = store
-            .add_item(&chat.id, Role::Assistant, "", true)
-            .await
-            .unwrap();
-        let (c, i) = (chat.id.as_str(), item.id.as_str());
+        let (chat, item) = streaming_reply(store).await;
+        let (c, i) = (chat.as_str(), item.as_str());
         store.update_reply(c, i, finished(i, "one")).await.unwrap();
         store.set_ui_queries(c, i, authored_by(c)).await.unwrap();
         let block_id = final_blocks(i, "one")[0].id.clone();

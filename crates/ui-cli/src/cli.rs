@@ -29,7 +29,7 @@ pub enum Command {
     /// Print the JSON Schemas of the wire types (the list when no type is given).
     Schema(SchemaArgs),
     /// Run the JSON-lines driver on standard input and output (`driver.md`).
-    Driver,
+    Driver(DriverArgs),
     /// Serve the HTTP API (and the demo) on 127.0.0.1.
     Serve(ServeArgs),
     /// Serve the Model Context Protocol on standard input and output: tools check_reply,
@@ -81,6 +81,16 @@ pub struct CheckArgs {
     /// Source options.
     #[command(flatten)]
     pub source: SourceArgs,
+}
+
+/// Arguments of `driver`.
+#[derive(Debug, Clone, Args)]
+pub struct DriverArgs {
+    /// How long, in microseconds, the driver polls standard input for the next request
+    /// before it sleeps; only while the host's requests come that fast, so a host that
+    /// pauses costs nothing. 0 turns polling off.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 100)]
+    pub watch: u64,
 }
 
 /// Arguments of `compile`.

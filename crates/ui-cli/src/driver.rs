@@ -1,6 +1,7 @@
 //! The JSON-lines driver (`driver.md`): one request per line in, one response per line out.
 //!
-//! The driver only maps requests to the libraries; every rule lives there.
+//! The driver only maps requests to the libraries; every rule lives there. Its standard
+//! input is a [`WatchedInput`]: see [`input`] for why it polls before it sleeps.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -17,6 +18,10 @@ use ui_core::{
 };
 
 use ui_host::JsonSchemas;
+
+pub mod input;
+
+pub use input::WatchedInput;
 
 /// A failed operation: a stable code and a message.
 #[derive(Debug, Clone)]

@@ -17,7 +17,10 @@
 //! rmcp — the official Rust SDK of the Model Context Protocol, for `uiblocks mcp` (only its
 //! server side and stdio transport: no macros, no HTTP), and
 //! indicatif — the progress bar of `check` over many files, drawn on standard error only
-//! when that is a terminal (no default features: no wide-character widths, no wasm clock).
+//! when that is a terminal (no default features: no wide-character widths, no wasm clock), and
+//! on Unix nix, for the safe `poll(2)` with which the driver watches its input before it
+//! sleeps ([`driver::input`]; the workspace forbids `unsafe`, and nix is in the lock file
+//! already, for the benches).
 //! The binary (not this library) allocates with mimalloc: the compiler builds many small
 //! strings, maps and vectors, glibc's malloc and free took about a third of its
 //! instructions in profiles, and with mimalloc the compile benchmarks run 10–35% faster

@@ -290,6 +290,45 @@ fn driver_answers_compile() {
     assert_eq!(v["fallbackText"], "Here you go.\n\nDone\n");
 }
 
+/// A host that sends each request after reading the previous answer gets every answer, in
+/// order, whether the driver polls its input before sleeping (the default, `--watch`) or
+/// not (`--watch 0`), and whether the next request comes at once or after a pause longer
+/// than the polling window.
+#[test]
+fn driver_answers_requests_one_after_another_with_and_without_watching() {
+    use std::io::BufRead as _;
+    for args in [&["driver"][..], &["driver", "--watch", "0"]] {
+        let mut child = bin()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut answers = std::io::BufReader::new(child.stdout.take().unwrap());
+        for i in 0..6_u64 {
+            if i % 2 == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            }
+            let request =
+                serde_json::json!({"op": "expression", "text": format!("{i} + 1"), "tag": i});
+            writeln!(stdin, "{request}").unwrap();
+            let mut line = String::new();
+            answers.read_line(&mut line).unwrap();
+            let v: Json = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                (v["tag"].as_u64(), v["value"].as_u64()),
+                (Some(i), Some(i + 1)),
+                "{args:?}: {line}"
+            );
+        }
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "{args:?}");
+    }
+    let help = run(&["driver", "--help"]);
+    assert!(stdout(&help).contains("--watch"));
+}
+
 /// Twelve files named after `tag` (the eighth with a diagnostic): more than the progress
 /// bar's threshold.
 fn many_files(tag: &str) -> Vec<PathBuf> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ui_compiler::{Block, CompileOptions, UiCompiler, compile_block};
 
-use crate::cli::{Command, SourceArgs};
+use crate::cli::{Command, DriverArgs, SourceArgs};
 
 pub mod catalog;
 pub mod check;
@@ -27,7 +27,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Fallback(args) => compile::run_fallback(&args),
         Command::Catalog(args) => catalog::run(&args),
         Command::Schema(args) => schema::run(&args),
-        Command::Driver => run_driver(),
+        Command::Driver(args) => run_driver(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Mcp => run_mcp(),
     };
@@ -49,9 +49,26 @@ fn run_mcp() -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn run_driver() -> anyhow::Result<u8> {
+/// Requests are read through a buffer of 64 KiB (a `compile` request carries the whole
+/// reply), filled from standard input's descriptor directly: [`crate::driver::WatchedInput`]
+/// polls that descriptor, so no buffer may sit between them.
+fn run_driver(args: &DriverArgs) -> anyhow::Result<u8> {
     use std::io::{BufReader, stdin, stdout};
-    crate::driver::run(BufReader::new(stdin().lock()), stdout().lock()).context("driver")?;
+    #[cfg(unix)]
+    let source = {
+        use std::os::fd::AsFd as _;
+        let fd = stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot open standard input")?;
+        std::fs::File::from(fd)
+    };
+    #[cfg(not(unix))]
+    let source = stdin().lock();
+    let input =
+        crate::driver::WatchedInput::new(source, std::time::Duration::from_micros(args.watch));
+    crate::driver::run(BufReader::with_capacity(1 << 16, input), stdout().lock())
+        .context("driver")?;
     Ok(0)
 }
 

@@ -88,8 +88,9 @@ pub struct CheckArgs {
 pub struct DriverArgs {
     /// How long, in microseconds, the driver polls standard input for the next request
     /// before it sleeps; only while the host's requests come that fast, so a host that
-    /// pauses costs nothing. 0 turns polling off.
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = 100)]
+    /// pauses costs nothing. 0 turns polling off; at most 10000.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub watch: u64,
 }
 

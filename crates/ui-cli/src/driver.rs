@@ -1,7 +1,8 @@
 //! The JSON-lines driver (`driver.md`): one request per line in, one response per line out.
 //!
-//! The driver only maps requests to the libraries; every rule lives there. Its standard
-//! input is a [`WatchedInput`]: see [`input`] for why it polls before it sleeps.
+//! The driver only maps requests to the libraries; every rule lives there. The `uiblocks
+//! driver` command reads its standard input through a [`WatchedInput`]: see [`input`] for
+//! why it polls before it sleeps.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;

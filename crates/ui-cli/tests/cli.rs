@@ -327,6 +327,8 @@ fn driver_answers_requests_one_after_another_with_and_without_watching() {
     }
     let help = run(&["driver", "--help"]);
     assert!(stdout(&help).contains("--watch"));
+    let unbounded = run(&["driver", "--watch", "10001"]);
+    assert_eq!(unbounded.status.code(), Some(2), "the window is bounded");
 }
 
 /// Twelve files named after `tag` (the eighth with a diagnostic): more than the progress

@@ -329,6 +329,16 @@ fn driver_answers_requests_one_after_another_with_and_without_watching() {
     assert!(stdout(&help).contains("--watch"));
     let unbounded = run(&["driver", "--watch", "10001"]);
     assert_eq!(unbounded.status.code(), Some(2), "the window is bounded");
+    // Standard input closed altogether reads as an empty input (Rust's runtime opens
+    // /dev/null in its place): no answers, success.
+    let closed = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" driver <&-"#)
+        .arg(bin().get_program())
+        .output()
+        .unwrap();
+    assert_eq!(closed.status.code(), Some(0), "{closed:?}");
+    assert!(closed.stdout.is_empty());
 }
 
 /// Twelve files named after `tag` (the eighth with a diagnostic): more than the progress

@@ -15,7 +15,7 @@
 //! Dependencies beyond the workspace's crates: clap (the command line), annotate-snippets
 //! (rustc-style diagnostics), anyhow (errors of the commands), tokio (`serve`, `mcp`),
 //! rmcp — the official Rust SDK of the Model Context Protocol, for `uiblocks mcp` (only its
-//! server side and stdio transport: no macros, no HTTP), and
+//! server side and stdio transport: no macros, no HTTP),
 //! indicatif — the progress bar of `check` over many files, drawn on standard error only
 //! when that is a terminal (no default features: no wide-character widths, no wasm clock), and
 //! on Unix nix, for the safe `poll(2)` with which the driver watches its input before it

@@ -41,7 +41,8 @@ impl<R> WatchedInput<R> {
     }
 
     /// Whether the next read polls before it sleeps.
-    pub fn watching(&self) -> bool {
+    #[cfg(test)]
+    fn watching(&self) -> bool {
         self.watch
     }
 

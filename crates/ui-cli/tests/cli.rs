@@ -341,6 +341,43 @@ fn driver_answers_requests_one_after_another_with_and_without_watching() {
     assert!(closed.stdout.is_empty());
 }
 
+/// The README's driver example: its request line, sent to the driver, gets the answer the
+/// README shows.
+#[test]
+fn the_readmes_driver_example_answers_as_shown() {
+    use std::io::BufRead as _;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let example = readme
+        .split("````sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("````").next())
+        .expect("the README's driver example");
+    let request = example
+        .lines()
+        .find_map(|l| l.strip_prefix("printf '%s\\n' '"))
+        .and_then(|l| l.split("' \\").next())
+        .expect("the example's request line");
+    assert!(example.contains("-- driver"), "{example}");
+    let mut child = bin()
+        .arg("driver")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{request}").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let v: Json = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["ok"], true, "{line}");
+    assert_eq!(v["blocks"][0]["id"], "reply:ui:0");
+    assert_eq!(v["fallbackText"], "Done\n");
+    assert!(example.contains(r#""fallbackText":"Done\n""#), "{example}");
+}
+
 /// Twelve files named after `tag` (the eighth with a diagnostic): more than the progress
 /// bar's threshold.
 fn many_files(tag: &str) -> Vec<PathBuf> {

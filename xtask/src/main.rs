@@ -146,6 +146,23 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[],
         },
+        // The driver without its fast answer writer (ui-cli's `speedups` feature): the
+        // plain serde_json path must build and lint on its own.
+        Step {
+            label: "clippy-cli-no-speedups",
+            program: "cargo",
+            args: &[
+                "clippy",
+                "-p",
+                "ui-cli",
+                "--no-default-features",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            env: &[],
+        },
         // The pure crates and ui-sync without their `schema` feature: in the workspace
         // build ui-server turns it on for all of them, so only this build shows that they
         // stand without schemars (ui-compiler's is the `--no-default-features` one above).

@@ -21,6 +21,8 @@ use ui_core::{
 use ui_host::JsonSchemas;
 
 pub mod input;
+#[cfg(feature = "speedups")]
+mod speedups;
 
 pub use input::WatchedInput;
 
@@ -97,13 +99,26 @@ fn answer_line(line: &str, buffer: &mut Vec<u8>, output: &mut impl Write) -> std
     match serde_json::from_str::<Json>(line) {
         Ok(request) => {
             let response = respond(&request);
-            serde_json::to_writer(&mut *buffer, &response)?;
+            write_json(buffer, &response)?;
             send(buffer, output)
         }
         Err(e) => {
-            serde_json::to_writer(&mut *buffer, &bad_json(&e))?;
+            write_json(buffer, &bad_json(&e))?;
             send(buffer, output)
         }
+    }
+}
+
+/// Appends `value` to `buffer` as compact JSON: through sonic-rs with the `speedups`
+/// feature (`driver/speedups.rs` says why), through serde_json without; the same bytes.
+fn write_json<T: Serialize + ?Sized>(buffer: &mut Vec<u8>, value: &T) -> std::io::Result<()> {
+    #[cfg(feature = "speedups")]
+    {
+        speedups::write_json(buffer, value)
+    }
+    #[cfg(not(feature = "speedups"))]
+    {
+        serde_json::to_writer(buffer, value).map_err(std::io::Error::from)
     }
 }
 

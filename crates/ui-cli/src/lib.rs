@@ -22,7 +22,7 @@
 //! sleeps ([`driver::input`]; the workspace forbids `unsafe`, and nix is in the lock file
 //! already, for the benches).
 //! With the default `speedups` feature, sonic-rs writes the driver's answers: its serializer
-//! finds the bytes to escape 16 at a time and writes into the buffer directly, where
+//! finds the bytes to escape with SIMD compares and writes into the buffer directly, where
 //! serde_json goes byte by byte through `io::Write`. The driver's answers are mostly strings
 //! (ids, props, every node's fallback), so this took 12% of the instructions off a `compile`
 //! of the `stats100` benchmark and 30% off a `stream` of `streaming.txt`; the bytes are

@@ -3,9 +3,10 @@
 //! serde_json escapes a string one byte at a time and writes it through three `io::Write`
 //! calls. A `compile` answer is mostly strings (ids, prop values, every node's fallback and
 //! the block's): in the `stats100` benchmark serde_json's string writing was a third of the
-//! driver's instructions (callgrind), more than parsing the block. sonic-rs's serializer looks for a
-//! byte to escape with SIMD compares, many bytes at a time, and writes straight into the
-//! buffer's spare capacity (the figures are in the crate docs and `benches/NOTES.md`).
+//! driver's instructions (callgrind), more than parsing the block. sonic-rs's serializer
+//! looks for a byte to escape with SIMD compares, many bytes at a time, and writes straight
+//! into the buffer's spare capacity (the figures are in the crate docs and
+//! `benches/NOTES.md`).
 //!
 //! It writes the bytes serde_json writes, which the tests below hold it to:
 //!

@@ -26,6 +26,16 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().unwrap()
 }
 
+/// `uiblocks <args>` running with piped standard input and output, as a driver host runs it.
+fn piped(args: &[&str]) -> std::process::Child {
+    bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
@@ -272,12 +282,7 @@ fn unknown_subcommand_exits_2() {
 
 #[test]
 fn driver_answers_compile() {
-    let mut child = bin()
-        .arg("driver")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&["driver"]);
     let request = serde_json::json!({"op": "compile", "text": OK_REPLY});
     {
         let mut stdin = child.stdin.take().unwrap();
@@ -298,12 +303,7 @@ fn driver_answers_compile() {
 fn driver_answers_requests_one_after_another_with_and_without_watching() {
     use std::io::BufRead as _;
     for args in [&["driver"][..], &["driver", "--watch", "0"]] {
-        let mut child = bin()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = piped(args);
         let mut stdin = child.stdin.take().unwrap();
         let mut answers = std::io::BufReader::new(child.stdout.take().unwrap());
         for i in 0..6_u64 {
@@ -359,12 +359,7 @@ fn the_readmes_driver_example_answers_as_shown() {
         .and_then(|l| l.split("' \\").next())
         .expect("the example's request line");
     assert!(example.contains("-- driver"), "{example}");
-    let mut child = bin()
-        .arg("driver")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped(&["driver"]);
     writeln!(child.stdin.take().unwrap(), "{request}").unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())

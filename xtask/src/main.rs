@@ -147,7 +147,9 @@ fn ci(root: &Path) -> Result<(), String> {
             env: &[],
         },
         // The driver without its fast answer writer (ui-cli's `speedups` feature): the
-        // plain serde_json path must build and lint on its own.
+        // plain serde_json path must build and lint on its own. A step of its own: beside
+        // ui-compiler in one command, ui-cli's dependency would turn ui-compiler's
+        // `speedups` back on for the step above.
         Step {
             label: "clippy-cli-no-speedups",
             program: "cargo",

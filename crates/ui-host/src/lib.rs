@@ -132,10 +132,13 @@
 //! `tracing` to log the store writes that failed (a capture or a choice then fails, a
 //! freeze retries its write), and `dashmap` for the map of shared source reads that every
 //! read start consults from its own task (the admission table stays one lock: its steps
-//! must be atomic together), and the `metrics` facade for the one event only the service
-//! sees, a `ui.query` answered from the cache (`uiblocks_cache_hits_total`; a no-op unless
-//! the host installed a recorder, as `ui-server` does for the request being answered). It does not depend on `ui-sync`: a host attaches any
-//! [`ChangeIndex`] (`ui-server` adapts `ui-sync`'s service).
+//! must be atomic together), and `foldhash` for the maps a `ui.query` looks its keys up in
+//! (the admission table, the argument and feed memos): SipHash over those keys was about a
+//! third of a cached answer's instructions (`benches/NOTES.md`); the maps are bounded, so a
+//! fast hasher seeded at random per map needs no flood resistance beyond that. It does not
+//! depend on `ui-sync`: a host attaches any [`ChangeIndex`] (`ui-server` adapts `ui-sync`'s
+//! service). Counts a host exports (`ui.query` answers from the cache, slots in use) are in
+//! [`UiQueries::stats`].
 
 mod changes;
 mod clock;

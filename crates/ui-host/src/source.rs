@@ -208,6 +208,14 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 
 type AuthorizeFn =
     dyn Fn(Arc<ChatInfo>, Arc<Value>, Record) -> BoxFuture<Result<(), HostError>> + Send + Sync;
+type CheckFn = dyn Fn(&ChatInfo, &Value, &Record) -> Result<(), HostError> + Send + Sync;
+
+/// A [`FnSource`]'s permission check: a future of its own copies of the inputs, or a check
+/// that runs in place.
+enum Authorize {
+    Async(Box<AuthorizeFn>),
+    Check(Box<CheckFn>),
+}
 type ReadFn = dyn Fn(ReadRequest) -> BoxFuture<Result<Value, HostError>> + Send + Sync;
 
 /// A source described by JSON Schemas (`driver.md` subset) with its callbacks as closures,
@@ -215,7 +223,7 @@ type ReadFn = dyn Fn(ReadRequest) -> BoxFuture<Result<Value, HostError>> + Send 
 pub struct FnSource {
     args: Arc<dyn ValueSchema>,
     result: Arc<dyn ValueSchema>,
-    authorize: Box<AuthorizeFn>,
+    authorize: Authorize,
     read: Box<ReadFn>,
     changes: Option<Box<dyn ChangeFeed>>,
 }
@@ -236,7 +244,7 @@ impl FnSource {
         FnSource {
             args: Arc::new(args),
             result: Arc::new(result),
-            authorize: Box::new(|_, _, _| Box::pin(async { Ok(()) })),
+            authorize: Authorize::Check(Box::new(|_, _, _| Ok(()))),
             read: Box::new(move |request| Box::pin(read(request))),
             changes: None,
         }
@@ -274,7 +282,19 @@ impl FnSource {
         F: Fn(Arc<ChatInfo>, Arc<Value>, Record) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<(), HostError>> + Send + 'static,
     {
-        self.authorize = Box::new(move |i, a, r| Box::pin(authorize(i, a, r)));
+        self.authorize = Authorize::Async(Box::new(move |i, a, r| Box::pin(authorize(i, a, r))));
+        self
+    }
+
+    /// The same source with `check` as its permission check, for a check that needs no I/O
+    /// (fields of the access, the chat's project): it runs in place on every read and cache
+    /// hit, without the copies of the chat, the access and the arguments that an
+    /// [`FnSource::with_authorize`] future owns.
+    pub fn with_authorize_check<F>(mut self, check: F) -> Self
+    where
+        F: Fn(&ChatInfo, &Value, &Record) -> Result<(), HostError> + Send + Sync + 'static,
+    {
+        self.authorize = Authorize::Check(Box::new(check));
         self
     }
 }
@@ -295,12 +315,17 @@ impl UiSource for FnSource {
         access: &Value,
         args: &Record,
     ) -> Result<(), HostError> {
-        (self.authorize)(
-            Arc::new(info.clone()),
-            Arc::new(access.clone()),
-            args.clone(),
-        )
-        .await
+        match &self.authorize {
+            Authorize::Check(check) => check(info, access, args),
+            Authorize::Async(authorize) => {
+                authorize(
+                    Arc::new(info.clone()),
+                    Arc::new(access.clone()),
+                    args.clone(),
+                )
+                .await
+            }
+        }
     }
 
     async fn read(&self, request: ReadRequest) -> Result<Value, HostError> {
@@ -390,5 +415,56 @@ pub trait UiHost: Send + Sync + 'static {
     /// The link resolver, if the host resolves links.
     fn links(&self) -> Option<&dyn LinkResolver> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::UiRefusal;
+
+    fn source() -> FnSource {
+        FnSource::from_json_schemas(&json!({"type": "object"}), &json!({}), |_| async {
+            Ok(Value::Null)
+        })
+        .expect("schemas of the subset")
+    }
+
+    fn inputs(user: Option<&str>) -> (ChatInfo, Value, Record) {
+        let mut access = Record::default();
+        if let Some(user) = user {
+            access.insert("user".to_owned(), Value::from(user));
+        }
+        let info = ChatInfo {
+            chat_id: "c1".to_owned(),
+            data: Value::Null,
+        };
+        (info, Value::record(access), Record::default())
+    }
+
+    /// Both forms of a permission check see the same inputs and answer alike; a source
+    /// without one permits every read.
+    #[tokio::test]
+    async fn a_check_in_place_answers_as_a_future_does() {
+        let rule = |info: &ChatInfo, access: &Value, _: &Record| -> Result<(), HostError> {
+            match access.as_record().and_then(|a| a.get("user")) {
+                Some(_) if info.chat_id == "c1" => Ok(()),
+                _ => Err(UiRefusal::new("access-unavailable", "no user").into()),
+            }
+        };
+        let checked = source().with_authorize_check(rule);
+        let future = source()
+            .with_authorize(move |info, access, args| async move { rule(&info, &access, &args) });
+        for user in [Some("u1"), None] {
+            let (info, access, args) = inputs(user);
+            let a = checked.authorize(&info, &access, &args).await;
+            let b = future.authorize(&info, &access, &args).await;
+            assert_eq!(a.is_ok(), user.is_some());
+            assert_eq!(a, b);
+        }
+        let (info, access, args) = inputs(None);
+        assert!(source().authorize(&info, &access, &args).await.is_ok());
     }
 }

@@ -28,8 +28,9 @@
 //! Nothing here decides who may read what: the owner check of the wire gate and the
 //! host's `authorize` run on every request, with the cached facts as their input.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+
+use foldhash::HashMap;
 
 use ui_compiler::Block;
 use ui_core::Value;
@@ -87,9 +88,9 @@ impl<V: Clone> Bounded<V> {
     pub(crate) fn new(max_entries: usize, max_weight: usize) -> Self {
         Bounded {
             maps: Mutex::new(Halves {
-                young: HashMap::new(),
+                young: HashMap::default(),
                 young_weight: 0,
-                old: HashMap::new(),
+                old: HashMap::default(),
                 generation: 0,
             }),
             half_entries: (max_entries / 2).max(1),

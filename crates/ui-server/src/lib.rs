@@ -134,9 +134,12 @@
 //! tokio-postgres (`database.url = "postgres://…"`: the client `ui-sync`'s PostgreSQL log
 //! already uses, so a store write and its change event share one transaction; always
 //! built, so the released binary needs no build flag for PostgreSQL); `metrics` and
-//! `metrics-exporter-prometheus` for `/metrics` (the ecosystem's recording facade, which
-//! ui-host records through too, and its maintained Prometheus recorder, used without its
-//! HTTP listener; one recorder per server, see the `metrics` module's docs).
+//! `metrics-exporter-prometheus` for `/metrics` (the ecosystem's recording facade and its
+//! maintained Prometheus recorder, used without its HTTP listener; one recorder per server,
+//! see the `metrics` module's docs); foldhash for the store's bounded caches, which every
+//! `ui.*` request looks up (SipHash over their string keys was a measurable part of a
+//! cached `ui.query`, `benches/NOTES.md`; the caches are bounded, and foldhash seeds each
+//! map at random).
 
 mod auth;
 mod cache;

@@ -1,8 +1,7 @@
 //! `GET /metrics`: the server's metrics in the Prometheus text format.
 //!
 //! **Why these crates.** The `metrics` facade is the ecosystem's common recording API
-//! (`counter!`, `gauge!`, `histogram!`), so a lower crate records an event where only it
-//! sees it (ui-host counts a `ui.query` answered from the cache) without knowing who
+//! (`counter!`, `gauge!`, `histogram!`), so code that records an event need not know who
 //! exports it; `metrics-exporter-prometheus` is its maintained Prometheus recorder (label
 //! escaping, histogram buckets, `# HELP`/`# TYPE` lines), used without its HTTP listener
 //! and push gateway: this module renders it from the route, behind the server's own
@@ -20,8 +19,10 @@
 //! - Work on tasks of its own (a source read, an event stream) records through the
 //!   [`Metrics`] it holds ([`MeteredSource`], the stream's delivery lag).
 //!
-//! Gauges of what is held right now (read slots, open streams) and the change feed's own
-//! counters are read when `/metrics` is rendered. Every label has a bounded set of values:
+//! Gauges of what is held right now (read slots, open streams), the change feed's own
+//! counters and the `ui.query` answers from the cache (counted by ui-host with one atomic
+//! add, [`ui_host::ServiceStats::cache_hits`], rather than a registry lookup per answer)
+//! are read when `/metrics` is rendered. Every label has a bounded set of values:
 //! routes are the patterns of the router (`unmatched` for no route), methods `GET`, `POST`
 //! or `other`, statuses the HTTP codes, sources the registered ones, outcomes a fixed list.
 //! Histogram samples are folded into their buckets at every render and after every
@@ -189,6 +190,7 @@ impl Metrics {
             metrics::gauge!("uiblocks_read_slots_in_use").set(now.read_slots_in_use as f64);
             metrics::gauge!("uiblocks_read_slots").set(now.read_slots as f64);
             metrics::gauge!("uiblocks_streams_open").set(now.streams_open as f64);
+            metrics::counter!("uiblocks_cache_hits_total").absolute(now.cache_hits);
             metrics::counter!("uiblocks_sync_events_appended_total").absolute(now.events_appended);
             metrics::counter!("uiblocks_sync_append_failures_total").absolute(now.append_failures);
             metrics::counter!("uiblocks_sync_tail_failures_total").absolute(now.tail_failures);
@@ -202,6 +204,7 @@ impl Metrics {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Snapshot {
     pub(crate) read_slots_in_use: usize,
+    pub(crate) cache_hits: u64,
     pub(crate) read_slots: u64,
     pub(crate) streams_open: u64,
     pub(crate) events_appended: u64,

@@ -759,16 +759,13 @@ impl TomlSources {
                 }
             };
             let d = Arc::clone(def);
-            let authorize_def = Arc::clone(def);
+            let check_def = Arc::clone(def);
             let source = FnSource::from_json_schemas(&def.args, &def.result, move |request| {
                 let (d, reader) = (Arc::clone(&d), reader.clone());
                 async move { read(&reader, &d, request).await }
             })
             .map_err(|e| ServerError::Config(format!("source `{}`: {e}", def.name)))?
-            .with_authorize(move |_, access, _| {
-                let d = Arc::clone(&authorize_def);
-                async move { authorize(&d, &access) }
-            })
+            .with_authorize_check(move |_, access, _| authorize(&check_def, access))
             .with_changes(Feed(Arc::clone(def)));
             registry.register(def.name.clone(), source);
         }

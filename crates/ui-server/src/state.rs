@@ -489,8 +489,10 @@ impl AppState {
     /// What the server holds now, for the gauges of `/metrics`.
     pub(crate) fn metrics_snapshot(&self) -> Snapshot {
         let sync = self.sync().stats();
+        let queries = self.queries().stats();
         Snapshot {
-            read_slots_in_use: self.queries().stats().slots,
+            read_slots_in_use: queries.slots,
+            cache_hits: queries.cache_hits,
             read_slots: self.limits().host.read_slots(),
             streams_open: self.streams().open(),
             events_appended: sync.tailed,

@@ -2,7 +2,9 @@
 //! `scope` → max seq over all its keys, fed only by the tailer, bounded, with a `base` that
 //! answers every miss.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use crate::types::{LogRow, Op, Seq, Token};
 
@@ -34,7 +36,7 @@ impl LatestIndex {
             cap: cap.max(1),
             base,
             stamp: 0,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             order: BTreeMap::new(),
         }
     }

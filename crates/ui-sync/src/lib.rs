@@ -55,6 +55,8 @@
 //! Dependencies beyond the card's: `rusqlite` (bundled SQLite, the embedded log),
 //! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
 //! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job;
+//! `foldhash` for the latest index, which every `ui.query` of a feed source looks up (its
+//! keys are salted tokens, so a fast hasher needs no flood resistance);
 //! `schemars` (optional, feature `schema`) derives the JSON Schemas of the wire events, poll
 //! bodies and stream frames (`Frame::data_schema`) from the types that write them.
 

@@ -8,7 +8,7 @@ use ui_compiler::{Block, resolve_choice};
 use ui_core::{HostCode, Record, Value, WireCode};
 
 use super::UiQueries;
-use super::key::QueryKey;
+use super::key::{QueryKey, Structural};
 use crate::clock::BudgetClock;
 use crate::payload::{ChoicePayload, QueryPayload};
 use crate::reading::{QueryReading, WireRefusal};
@@ -108,7 +108,7 @@ impl UiQueries {
             let Some(read_id) = reads.get(name) else {
                 return Err(stale());
             };
-            let (_, current) = QueryKey::of(&p, &args);
+            let (_, current) = QueryKey::of(&p, &Structural::new(Arc::clone(&args)));
             let cached = {
                 let t = self.table.lock();
                 t.cache

@@ -7,11 +7,13 @@
 //!   arguments and the captured access.
 //!
 //! Arguments and access compare structurally ([`Structural`]): `ui_core::Value` equality,
-//! under which a record's key order does not matter and `-0` equals `0`; the hash agrees
-//! with it.
+//! under which a record's key order does not matter and `-0` equals `0`. Their hash is a
+//! digest that agrees with that equality, computed once when the key is made: a cached
+//! `ui.query` looks its keys up in several maps, and hashing a record structurally means
+//! sorting its entries or combining one hash per entry (`benches/NOTES.md`).
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, LazyLock};
 
 use ui_core::{Record, Value};
 
@@ -39,7 +41,7 @@ pub(crate) enum QueryKey {
 
 impl QueryKey {
     /// The identity and the reading key of `p` with its parsed `args`.
-    pub(crate) fn of(p: &QueryPayload, args: &Arc<Record>) -> (QueryKey, QueryKey) {
+    pub(crate) fn of(p: &QueryPayload, args: &Structural<Record>) -> (QueryKey, QueryKey) {
         let id = Arc::new(QueryId {
             chat_id: p.chat_id.clone(),
             item_id: p.item_id.clone(),
@@ -49,7 +51,7 @@ impl QueryKey {
         });
         (
             QueryKey::Identity(Arc::clone(&id)),
-            QueryKey::Reading(id, Structural(Arc::clone(args))),
+            QueryKey::Reading(id, args.clone()),
         )
     }
 }
@@ -69,99 +71,122 @@ impl ShareKey {
     pub(crate) fn shared(source: &str, args: &Arc<Record>, access: &Arc<Value>) -> ShareKey {
         ShareKey {
             source: source.to_owned(),
-            args: Structural(Arc::clone(args)),
-            access: Structural(Arc::clone(access)),
+            args: Structural::new(Arc::clone(args)),
+            access: Structural::new(Arc::clone(access)),
         }
     }
 
     /// The source name, the arguments and the access.
     pub(crate) fn parts(&self) -> (&str, &Record, &Value) {
-        (&self.source, &self.args.0, &self.access.0)
+        (&self.source, &self.args.value, &self.access.value)
+    }
+
+    /// The arguments with their digest, for the [`QueryKey`] of the same request.
+    pub(crate) fn args(&self) -> &Structural<Record> {
+        &self.args
     }
 
     #[cfg(test)]
     pub(crate) fn new(source: &str, args: &Record, access: &Value) -> ShareKey {
-        ShareKey {
-            source: source.to_owned(),
-            args: Structural(Arc::new(args.clone())),
-            access: Structural(Arc::new(access.clone())),
-        }
+        ShareKey::shared(source, &Arc::new(args.clone()), &Arc::new(access.clone()))
     }
 }
 
-/// A value compared by `ui_core::Value` equality (records as maps, numbers by value) and
-/// hashed to agree with it. Values hold only finite numbers, so the equality is total.
+/// A value compared by `ui_core::Value` equality (records as maps, numbers by value), with
+/// a digest that agrees with it: equal values have equal digests. Values hold only finite
+/// numbers, so the equality is total.
 #[derive(Debug, Clone)]
-pub(crate) struct Structural<T>(pub(crate) Arc<T>);
+pub(crate) struct Structural<T> {
+    value: Arc<T>,
+    digest: u64,
+}
 
-impl PartialEq for Structural<Record> {
+impl<T: Digest> Structural<T> {
+    /// `value` with its digest.
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        let digest = value.digest();
+        Structural { value, digest }
+    }
+}
+
+/// What a [`Structural`] can hold: a digest that agrees with `==`.
+pub(crate) trait Digest: PartialEq {
+    /// Equal for equal values.
+    fn digest(&self) -> u64;
+}
+
+impl Digest for Record {
+    fn digest(&self) -> u64 {
+        digest_record(self)
+    }
+}
+
+impl Digest for Value {
+    fn digest(&self) -> u64 {
+        digest_value(self)
+    }
+}
+
+impl<T: PartialEq> PartialEq for Structural<T> {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+        self.digest == other.digest
+            && (Arc::ptr_eq(&self.value, &other.value) || *self.value == *other.value)
     }
 }
 
-impl Eq for Structural<Record> {}
+impl<T: PartialEq> Eq for Structural<T> {}
 
-impl Hash for Structural<Record> {
+impl<T> Hash for Structural<T> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_record(&self.0, state);
+        state.write_u64(self.digest);
     }
 }
 
-impl PartialEq for Structural<Value> {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
-    }
-}
+/// The digests' hasher: foldhash seeded once per process at random, so that the digests of
+/// page-supplied arguments cannot be chosen to collide from outside.
+static DIGEST: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
 
-impl Eq for Structural<Value> {}
-
-impl Hash for Structural<Value> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_value(&self.0, state);
-    }
-}
-
-/// Hashes `value` so that equal values (`Value`'s `==`) hash alike: a record's entries in
-/// key order, `-0` as `0`.
-fn hash_value<H: Hasher>(value: &Value, state: &mut H) {
+/// The digest of `value`, equal for equal values (`Value`'s `==`): `-0` as `0`, and a
+/// record's entries in any order.
+fn digest_value(value: &Value) -> u64 {
+    let mut h = DIGEST.build_hasher();
     match value {
-        Value::Null => state.write_u8(0),
+        Value::Null => h.write_u8(0),
         Value::Bool(b) => {
-            state.write_u8(1);
-            b.hash(state);
+            h.write_u8(1);
+            b.hash(&mut h);
         }
         Value::Number(n) => {
-            state.write_u8(2);
+            h.write_u8(2);
             // `+ 0.0` turns `-0` into `0`; every other finite number keeps its bits.
-            (n.get() + 0.0).to_bits().hash(state);
+            (n.get() + 0.0).to_bits().hash(&mut h);
         }
         Value::String(s) => {
-            state.write_u8(3);
-            s.hash(state);
+            h.write_u8(3);
+            s.hash(&mut h);
         }
         Value::Array(items) => {
-            state.write_u8(4);
-            items.len().hash(state);
+            h.write_u8(4);
+            items.len().hash(&mut h);
             for item in items.iter() {
-                hash_value(item, state);
+                h.write_u64(digest_value(item));
             }
         }
         Value::Record(record) => {
-            state.write_u8(5);
-            hash_record(record, state);
+            h.write_u8(5);
+            h.write_u64(digest_record(record));
         }
     }
+    h.finish()
 }
 
-fn hash_record<H: Hasher>(record: &Record, state: &mut H) {
-    record.len().hash(state);
-    let mut entries: Vec<(&String, &Value)> = record.iter().collect();
-    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    for (key, item) in entries {
-        key.hash(state);
-        hash_value(item, state);
-    }
+/// The digest of `record`: the wrapping sum of one hash per entry, which does not depend on
+/// the entries' order, then hashed with the entry count.
+fn digest_record(record: &Record) -> u64 {
+    let sum = record.iter().fold(0u64, |sum, (key, item)| {
+        sum.wrapping_add(DIGEST.hash_one((key.as_str(), digest_value(item))))
+    });
+    DIGEST.hash_one((record.len(), sum))
 }
 
 #[cfg(test)]
@@ -323,8 +348,8 @@ mod tests {
     fn check(a: &Value, b: &Value) -> Result<(), TestCaseError> {
         let (ra, rb) = (Arc::new(record(a)), Arc::new(record(b)));
         let p = payload("$q");
-        let (ia, ka) = QueryKey::of(&p, &ra);
-        let (ib, kb) = QueryKey::of(&p, &rb);
+        let (ia, ka) = QueryKey::of(&p, &Structural::new(Arc::clone(&ra)));
+        let (ib, kb) = QueryKey::of(&p, &Structural::new(Arc::clone(&rb)));
         let old_equal = old_key('k', &p, Some(&ra)) == old_key('k', &p, Some(&rb));
         prop_assert_eq!(ka == kb, old_equal);
         prop_assert_eq!(ia, ib);
@@ -350,7 +375,7 @@ mod tests {
 
     #[test]
     fn the_parts_of_a_key_stay_apart() {
-        let args = Arc::new(Record::default());
+        let args = Structural::new(Arc::new(Record::default()));
         let (identity, key) = QueryKey::of(&payload("$q"), &args);
         assert_ne!(identity, key, "an identity never names a reading");
         let (other_identity, other_key) = QueryKey::of(&payload("$r"), &args);
@@ -366,12 +391,12 @@ mod tests {
         );
         let access = Value::from("u1");
         assert_ne!(
-            ShareKey::new("s", &args, &access),
-            ShareKey::new("t", &args, &access)
+            ShareKey::new("s", &args.value, &access),
+            ShareKey::new("t", &args.value, &access)
         );
         assert_ne!(
-            ShareKey::new("s", &args, &access),
-            ShareKey::new("s", &args, &Value::from("u2"))
+            ShareKey::new("s", &args.value, &access),
+            ShareKey::new("s", &args.value, &Value::from("u2"))
         );
     }
 }

@@ -1,9 +1,10 @@
 //! The argument memo: the arguments `query_arguments` evaluated for a block revision, query
 //! and input, so a cached `ui.query` answer does not evaluate the block again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use ui_core::{Record, Value};
 
 /// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).

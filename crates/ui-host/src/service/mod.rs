@@ -29,6 +29,7 @@ mod read;
 mod table;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ui_compiler::Block;
@@ -64,10 +65,12 @@ pub struct UiQueries {
     freezing: Mutex<HashSet<(String, String)>>,
     choices: tokio::sync::Mutex<()>,
     arguments: Mutex<ArgumentMemo>,
-    feeds: Mutex<HashMap<key::ShareKey, Option<Arc<query::Feed>>>>,
+    feeds: Mutex<foldhash::HashMap<key::ShareKey, Option<Arc<query::Feed>>>>,
     changes: std::sync::OnceLock<Arc<dyn ChangeIndex>>,
     sync_limits: SyncLimits,
     source_reads: SourceReads,
+    /// `ui.query` requests answered from the cache ([`ServiceStats::cache_hits`]).
+    cache_hits: AtomicU64,
 }
 
 /// Every limit group the service checks. Start from [`ServiceLimits::default`] (the
@@ -113,6 +116,8 @@ pub struct ServiceStats {
     pub captures: usize,
     /// Freezes running.
     pub freezes: usize,
+    /// `ui.query` requests answered from the reading cache since the service started.
+    pub cache_hits: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -178,6 +183,7 @@ impl UiQueries {
             changes: std::sync::OnceLock::new(),
             sync_limits: limits.sync,
             source_reads: SourceReads::default(),
+            cache_hits: AtomicU64::new(0),
         })
     }
 
@@ -221,6 +227,7 @@ impl UiQueries {
             max_chat_slots: t.chat_slots.values().copied().max().unwrap_or(0),
             captures: lock(&self.captures).len(),
             freezes: lock(&self.freezing).len(),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
         }
     }
 

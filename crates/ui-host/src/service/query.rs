@@ -3,6 +3,7 @@
 //! (cache, in-flight join, attempt windows, slots; `sync.md` §8.4–§8.5 for feed sources).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use tokio::sync::watch;
@@ -278,7 +279,7 @@ impl UiQueries {
             args,
             feed,
         } = plan;
-        let (identity, key) = QueryKey::of(p, &args);
+        let (identity, key) = QueryKey::of(p, share.args());
         // A change-driven request: the seq that made the page ask (this epoch only).
         let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
             let (epoch, seq) = s.split_once('.')?;
@@ -434,7 +435,7 @@ impl UiQueries {
             let reading = &cached.reading;
             let fresh_window = now.saturating_sub(reading.read_at) < window;
             if fresh_window && !changed {
-                metrics::counter!("uiblocks_cache_hits_total").increment(1);
+                self.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Admit::Cached(Arc::clone(cached));
             }
             if changed && now.saturating_sub(*started) < gap {

@@ -2,11 +2,12 @@
 //! attempts and read slots, all behind one lock so that steps 9–13 of §6.2 are atomic (a
 //! concurrent map per table could not keep them consistent with each other).
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use foldhash::HashMap;
 use tokio::sync::watch;
 
 use super::key::QueryKey;
@@ -47,7 +48,7 @@ pub(crate) struct Fifo<K, V> {
 impl<K, V> Default for Fifo<K, V> {
     fn default() -> Self {
         Fifo {
-            map: HashMap::new(),
+            map: HashMap::default(),
             order: VecDeque::new(),
         }
     }

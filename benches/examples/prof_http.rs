@@ -21,7 +21,9 @@
 //! again. Prints the mean time of one request.
 
 use benches as _;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::runtime::Runtime;
 
 use http_body_util::BodyExt as _;
 use hyper::StatusCode;
@@ -30,6 +32,13 @@ use tower::ServiceExt as _;
 use ui_server::{AppState, ServerConfig, SourcesConfig, router};
 
 type Request = hyper::Request<axum::body::Body>;
+
+/// The reply of `http_load`: one live block whose `$runs` reads `ci.runs`.
+const REPLY: &str = "```ui\n$branch = \"main\"\n\
+$runs = @Query(\"ci.runs\", {branch: $branch, limit: 5})\n\
+<Summary>{@Count($runs)} runs on {$branch}</Summary>\n\
+<Segmented value={$branch}><Option value=\"main\">main</Option><Option value=\"dev\">dev</Option></Segmented>\n\
+<Table rows={$runs}><Column key=\"name\" title=\"Run\"/><Column key=\"status\" title=\"Status\" as=\"tag\"/></Table>\n```\n";
 
 fn request(method: &str, path: &str, cookie: Option<&str>, body: Option<&[u8]>) -> Request {
     let mut req = hyper::Request::builder()
@@ -95,59 +104,108 @@ fn main() {
     // Under valgrind everything runs tens of times slower: a wall-time budget of 30 ms could
     // end the block's compile early and leave `$runs` undeclared.
     let budget = ui_core::Value::from_json_str(r#"{"milliseconds": 10000}"#).expect("json");
-    config.ui_limits = config.ui_limits.with_overrides(&budget).expect("a valid override");
+    config.ui_limits = config
+        .ui_limits
+        .with_overrides(&budget)
+        .expect("a valid override");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    let elapsed = runtime.block_on(async {
-        let state = AppState::open(config).await.expect("the server's state");
-        let app = router(state.clone());
-        let (status, cookie, _) = send(&app, request("POST", "/api/login", None, Some(br#"{"user":"alice"}"#))).await;
-        assert_eq!(status, StatusCode::OK);
-        let cookie = cookie.expect("a session cookie");
-        let cookie = Some(cookie.as_str());
-        let chat = call(&app, "/api/chats", cookie, &json!({"title": "prof"})).await;
-        let chat = chat["id"].as_str().expect("a chat id").to_owned();
-        let items = format!("/api/chats/{chat}/items");
-        let item = call(&app, &items, cookie, &json!({})).await;
-        let item = item["id"].as_str().expect("an item id").to_owned();
-        let reply = "```ui\n$branch = \"main\"\n\
-$runs = @Query(\"ci.runs\", {branch: $branch, limit: 5})\n\
-<Summary>{@Count($runs)} runs on {$branch}</Summary>\n\
-<Segmented value={$branch}><Option value=\"main\">main</Option><Option value=\"dev\">dev</Option></Segmented>\n\
-<Table rows={$runs}><Column key=\"name\" title=\"Run\"/><Column key=\"status\" title=\"Status\" as=\"tag\"/></Table>\n```\n";
-        call(&app, &format!("{items}/{item}/delta"), cookie, &json!({"text": reply})).await;
-        let done = call(&app, &format!("{items}/{item}/finish"), cookie, &json!({})).await;
-        let block = &done["ui"][0];
-        let payload = json!({
-            "chatId": chat, "itemId": item, "blockId": block["id"], "revision": block["revision"],
-            "query": "$runs", "values": {},
-        })
-        .to_string();
-        let first = call(&app, "/ui/query", cookie, &serde_json::from_str(&payload).expect("json")).await;
-        assert_eq!(first["state"], "fresh", "{first}");
-        if route == "service" {
-            let p: ui_host::QueryPayload = serde_json::from_str(&payload).expect("a payload");
-            let started = Instant::now();
-            for _ in 0..runs {
-                let json = state.queries().query_answer(&p).await.into_json().expect("json");
-                std::hint::black_box(json);
-            }
-            return started.elapsed();
+    let setup = runtime.block_on(setup(config));
+    let cookie = Some(setup.cookie.as_str());
+    let elapsed = match route.as_str() {
+        "service" => {
+            let p: ui_host::QueryPayload = serde_json::from_str(&setup.payload).expect("a payload");
+            measured_service(&runtime, &setup.state, &p, runs)
         }
-        let make = || match route.as_str() {
-            "query" => request("POST", "/ui/query", cookie, Some(payload.as_bytes())),
-            "floor" => request("GET", "/api/me", cookie, None),
-            other => panic!("unknown route {other}: query, floor or service"),
-        };
+        "query" => measured_route(&runtime, &setup.app, runs, || {
+            request("POST", "/ui/query", cookie, Some(setup.payload.as_bytes()))
+        }),
+        "floor" => measured_route(&runtime, &setup.app, runs, || {
+            request("GET", "/api/me", cookie, None)
+        }),
+        other => panic!("unknown route {other}: query, floor or service"),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{:?} per request", elapsed / runs.max(1));
+}
+
+/// What the timed loops use.
+struct Setup {
+    state: AppState,
+    app: axum::Router,
+    cookie: String,
+    /// The `ui.query` body of `$runs`, whose reading is cached.
+    payload: String,
+}
+
+/// The server's state and router, a session, and a chat with a finished reply whose `$runs`
+/// reading is cached.
+async fn setup(config: ServerConfig) -> Setup {
+    let state = AppState::open(config).await.expect("the server's state");
+    let app = router(state.clone());
+    let login = request("POST", "/api/login", None, Some(br#"{"user":"alice"}"#));
+    let (status, cookie, _) = send(&app, login).await;
+    assert_eq!(status, StatusCode::OK);
+    let cookie = cookie.expect("a session cookie");
+    let session = Some(cookie.as_str());
+    let chat = call(&app, "/api/chats", session, &json!({"title": "prof"})).await;
+    let chat = chat["id"].as_str().expect("a chat id").to_owned();
+    let items = format!("/api/chats/{chat}/items");
+    let item = call(&app, &items, session, &json!({})).await;
+    let item = item["id"].as_str().expect("an item id").to_owned();
+    let delta = format!("{items}/{item}/delta");
+    call(&app, &delta, session, &json!({"text": REPLY})).await;
+    let done = call(&app, &format!("{items}/{item}/finish"), session, &json!({})).await;
+    let block = &done["ui"][0];
+    let payload = json!({
+        "chatId": chat, "itemId": item, "blockId": block["id"], "revision": block["revision"],
+        "query": "$runs", "values": {},
+    });
+    let first = call(&app, "/ui/query", session, &payload).await;
+    assert_eq!(first["state"], "fresh", "{first}");
+    Setup {
+        state,
+        app,
+        cookie,
+        payload: payload.to_string(),
+    }
+}
+
+/// `runs` answers of the service alone. Not inlined, so that a profile can count only the
+/// timed loops: `--toggle-collect='prof_http::measured_*'`.
+#[inline(never)]
+fn measured_service(
+    runtime: &Runtime,
+    state: &AppState,
+    p: &ui_host::QueryPayload,
+    runs: u32,
+) -> Duration {
+    runtime.block_on(async {
         let started = Instant::now();
         for _ in 0..runs {
-            let (status, _, body) = send(&app, make()).await;
+            let json = state.queries().query_answer(p).await.into_json();
+            std::hint::black_box(json.expect("json"));
+        }
+        started.elapsed()
+    })
+}
+
+/// `runs` requests made by `make`, through the router (see [`measured_service`]).
+#[inline(never)]
+fn measured_route(
+    runtime: &Runtime,
+    app: &axum::Router,
+    runs: u32,
+    make: impl Fn() -> Request,
+) -> Duration {
+    runtime.block_on(async {
+        let started = Instant::now();
+        for _ in 0..runs {
+            let (status, _, body) = send(app, make()).await;
             assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
         }
         started.elapsed()
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("{:?} per request", elapsed / runs.max(1));
+    })
 }

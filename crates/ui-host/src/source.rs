@@ -31,7 +31,9 @@ pub struct ChatInfo {
 /// A schema that validates a value and may transform it (fill defaults, strip fields): the
 /// parsed output is what the host uses from then on.
 pub trait ValueSchema: Send + Sync + 'static {
-    /// The parsed value, or why `value` does not pass.
+    /// The parsed value, or why `value` does not pass. A function of `value` alone: the
+    /// service remembers the parsed arguments of a block revision's query for an input,
+    /// and keys its cache and shared reads by them.
     ///
     /// # Errors
     /// A message naming what failed.

@@ -19,14 +19,21 @@ use crate::limits::MAX_BODY_BYTES;
 pub struct JsonBody<T>(pub T);
 
 fn is_json(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    // Case-insensitive without a lowered copy: every `ui.*` request asks.
+    let starts = |prefix: &str| {
+        essence
+            .get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    let ends = |suffix: &str| {
+        essence
+            .len()
+            .checked_sub(suffix.len())
+            .and_then(|at| essence.get(at..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
+    };
+    essence.eq_ignore_ascii_case("application/json") || (starts("application/") && ends("+json"))
 }
 
 impl<T, S> FromRequest<S> for JsonBody<T>
@@ -236,5 +243,37 @@ mod tests {
         assert!(is_json("application/merge-patch+json"));
         assert!(!is_json("text/plain"));
         assert!(!is_json("application/x-www-form-urlencoded"));
+        // As the lowered copy read them.
+        let reference = |content_type: &str| {
+            let essence = content_type.split(';').next().unwrap_or_default().trim();
+            let essence = essence.to_ascii_lowercase();
+            essence == "application/json"
+                || (essence.starts_with("application/") && essence.ends_with("+json"))
+        };
+        for content_type in [
+            "",
+            "json",
+            "+json",
+            "application/",
+            "application/+json",
+            "APPLICATION/LD+JSON",
+            " application/json ;x",
+            "application/jsonx",
+            "xapplication/json",
+            "application/jsoné",
+            "éapplication/json",
+            "application/é+json",
+            "application/json+",
+            "text/+json",
+            "application/vnd.api+json;charset=utf-8",
+            "application/ json",
+            "applicatioN/Json",
+        ] {
+            assert_eq!(
+                is_json(content_type),
+                reference(content_type),
+                "{content_type:?}"
+            );
+        }
     }
 }

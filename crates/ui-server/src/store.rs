@@ -779,6 +779,14 @@ impl ChatStore {
         if let Some(chat) = self.cache.chats.get(chat_id) {
             return Ok(Some(chat));
         }
+        // Boxed, as the other cached reads' database paths: that future is large, and every
+        // caller's future would otherwise hold it, to be copied whole into the box of each
+        // `UiStore` call (`async_trait`) even when the cache answers.
+        Box::pin(self.chat_uncached(chat_id)).await
+    }
+
+    /// [`ChatStore::chat`] from the database, then cached.
+    async fn chat_uncached(&self, chat_id: &str) -> DbResult<Option<Arc<CachedChat>>> {
         let ticket = self.cache.chats.ticket();
         let id = chat_id.to_owned();
         let row = match &self.backend {
@@ -1106,6 +1114,18 @@ impl ChatStore {
         if let Some(facts) = self.cache.items.get(&key) {
             return Ok(facts.block(block_id));
         }
+        // Boxed (see `chat`).
+        Box::pin(self.stored_block_uncached(key, chat_id, item_id, block_id)).await
+    }
+
+    /// [`ChatStore::stored_block`] from the database (`key` is the item's cache key).
+    async fn stored_block_uncached(
+        &self,
+        key: String,
+        chat_id: &str,
+        item_id: &str,
+        block_id: &str,
+    ) -> DbResult<Option<StoredBlock>> {
         let with_access = self.cache.access.get(&key).is_none();
         let (item_ticket, access_ticket) = (self.cache.items.ticket(), self.cache.access.ticket());
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
@@ -1140,6 +1160,24 @@ impl ChatStore {
                 .offer(item_ticket, key, Arc::new(facts), weight);
         }
         Ok(stored)
+    }
+
+    /// A granted access from the database, then cached (`UiStore::access` on a miss; `key`
+    /// is the item's cache key).
+    async fn access_uncached(&self, key: String, chat_id: &str, item_id: &str) -> AccessRecord {
+        let ticket = self.cache.access.ticket();
+        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+        let row = match &self.backend {
+            Backend::Sqlite(db) => db.read(move |conn| load_access(conn, &c, &i)).await,
+            Backend::Pg(pg) => self.pg_load_access(pg, chat_id, item_id).await,
+        };
+        let (access, weight) = access_record(row);
+        if let AccessRecord::Granted(granted) = &access {
+            self.cache
+                .access
+                .offer(ticket, key, Arc::clone(granted), weight);
+        }
+        access
     }
 
     /// Runs `f` in one write transaction on the application database (the write path of
@@ -1213,19 +1251,8 @@ impl UiStore for ChatStore {
         if let Some(access) = self.cache.access.get(&key) {
             return AccessRecord::Granted(access);
         }
-        let ticket = self.cache.access.ticket();
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        let row = match &self.backend {
-            Backend::Sqlite(db) => db.read(move |conn| load_access(conn, &c, &i)).await,
-            Backend::Pg(pg) => self.pg_load_access(pg, chat_id, item_id).await,
-        };
-        let (access, weight) = access_record(row);
-        if let AccessRecord::Granted(granted) = &access {
-            self.cache
-                .access
-                .offer(ticket, key, Arc::clone(granted), weight);
-        }
-        access
+        // Boxed (see `chat`).
+        Box::pin(self.access_uncached(key, chat_id, item_id)).await
     }
 
     async fn set_access(

@@ -297,33 +297,49 @@ impl Token {
         out
     }
 
-    /// Parses 32 hex characters.
+    /// Parses 32 hex characters, either case.
     pub fn from_hex(s: &str) -> Option<Token> {
-        if s.len() != 32 {
-            return None;
-        }
+        let digits: &[u8; 32] = s.as_bytes().try_into().ok()?;
         let mut out = [0u8; 16];
-        for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
-            out[i] = hex_pair(pair[0], pair[1])?;
+        // Every digit's value ORed together: a byte that is no digit (`NOT_HEX`) sets the
+        // high nibble, which no digit does. No branch per digit: tokens are parsed on every
+        // `ui.query` of a feed source.
+        let mut seen = 0u8;
+        for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+            let (high, low) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
+            seen |= high | low;
+            *byte = high << 4 | low;
         }
-        Some(Token(out))
+        (seen & 0xf0 == 0).then_some(Token(out))
     }
 }
 
-/// The byte of two hex digits (`sync.md` §2: tokens are 32 hex characters), read directly:
-/// tokens are parsed on every `ui.query` of a feed source.
+/// [`HEX`]'s mark of a byte that is no hex digit.
+const NOT_HEX: u8 = 0xff;
+
+/// The value of every byte as a hex digit (`sync.md` §2: tokens are 32 hex characters),
+/// either case; [`NOT_HEX`] for the others.
+const HEX: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The byte of two hex digits.
+#[cfg(test)]
 fn hex_pair(high: u8, low: u8) -> Option<u8> {
-    Some(hex_digit(high)? << 4 | hex_digit(low)?)
-}
-
-/// One hex digit, either case.
-fn hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    let (high, low) = (HEX[usize::from(high)], HEX[usize::from(low)]);
+    ((high | low) < 16).then_some(high << 4 | low)
 }
 
 impl fmt::Display for Token {
@@ -667,6 +683,17 @@ mod tests {
         assert_eq!(Token::from_hex(&"0g".repeat(16)), None);
         assert_eq!(Token::from_hex(&"00".repeat(15)), None);
         assert_eq!(Token::from_hex(&format!("{}é", "00".repeat(15))), None);
+        // `from_hex` reads every pair as `hex_pair` does, at every position.
+        for high in 0..0x80u8 {
+            for low in 0..0x80u8 {
+                let pair = String::from_utf8(vec![high, low]).expect("ASCII");
+                for at in 0..16 {
+                    let text = format!("{}{pair}{}", "a0".repeat(at), "0a".repeat(15 - at));
+                    let parsed = Token::from_hex(&text).map(|t| t.0[at]);
+                    assert_eq!(parsed, hex_pair(high, low), "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -19,14 +19,42 @@ use ui_core::{Record, Value};
 
 use crate::payload::QueryPayload;
 
-/// A query of a stored block, whatever its arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A query of a stored block, whatever its arguments, with a digest of its parts (hashed
+/// once, though the admission table looks the key up several times).
+#[derive(Debug, Clone)]
 pub(crate) struct QueryId {
     chat_id: String,
     item_id: String,
     block_id: String,
     revision: String,
     query: String,
+    digest: u64,
+}
+
+impl QueryId {
+    fn parts(&self) -> [&str; 5] {
+        [
+            &self.chat_id,
+            &self.item_id,
+            &self.block_id,
+            &self.revision,
+            &self.query,
+        ]
+    }
+}
+
+impl PartialEq for QueryId {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest && self.parts() == other.parts()
+    }
+}
+
+impl Eq for QueryId {}
+
+impl Hash for QueryId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.digest);
+    }
 }
 
 /// The name of an admission-table entry (`host.md` §7). The two kinds share the attempt
@@ -42,12 +70,14 @@ pub(crate) enum QueryKey {
 impl QueryKey {
     /// The identity and the reading key of `p` with its parsed `args`.
     pub(crate) fn of(p: &QueryPayload, args: &Structural<Record>) -> (QueryKey, QueryKey) {
+        let digest = DIGEST.hash_one([&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query]);
         let id = Arc::new(QueryId {
             chat_id: p.chat_id.clone(),
             item_id: p.item_id.clone(),
             block_id: p.block_id.clone(),
             revision: p.revision.clone(),
             query: p.query.clone(),
+            digest,
         });
         (
             QueryKey::Identity(Arc::clone(&id)),

@@ -1,5 +1,6 @@
 //! The argument memo: the arguments `query_arguments` evaluated for a block revision, query
-//! and input, so a cached `ui.query` answer does not evaluate the block again.
+//! and input and parsed by the query's source, so a cached `ui.query` answer neither
+//! evaluates the block nor parses the arguments again.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,12 +11,13 @@ use ui_core::{Record, Value};
 /// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).
 const MAX_MEMOIZED_ARGUMENTS: usize = 256;
 
-/// The arguments `query_arguments` evaluated for a block revision, query and input, oldest
-/// first. `query_arguments` is a pure function of the block, the query name and the input
-/// (under the service's fixed limits), and a revision names one block content (`host.md`
-/// §2.2), so a remembered result is the result evaluating again would give. Only successes
-/// are kept: a failure may be the copy's or the evaluation's wall-time budget, which a
-/// retry may pass. This keeps a cached `ui.query` answer from evaluating the block again.
+/// The parsed arguments of a block revision, query and input, oldest first.
+/// `query_arguments` is a pure function of the block, the query name and the input (under
+/// the service's fixed limits); a revision names one block content (`host.md` §2.2), whose
+/// query names one source of the host's fixed registry; and a source's argument schema
+/// parses as a function of its input (`ValueSchema::parse`). So a remembered result is the
+/// result evaluating and parsing again would give. Only successes are kept: a failure may
+/// be the copy's or the evaluation's wall-time budget, which a retry may pass.
 #[derive(Debug, Default)]
 pub(super) struct ArgumentMemo {
     args: HashMap<String, Arc<Record>>,

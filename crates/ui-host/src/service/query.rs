@@ -225,29 +225,15 @@ impl UiQueries {
         feed
     }
 
-    /// §6.1 steps 4–6: validated input, the stored definition's arguments, the source's
-    /// argument schema.
+    /// §6.1 steps 4–6: validated input, the stored definition's arguments
+    /// (`uiQueryArguments`), the source's argument schema; remembered per block revision,
+    /// query and input ([`ArgumentMemo`]).
     pub(super) fn arguments(
         &self,
         block: &Block,
         name: &str,
         values: &Record,
         source: &dyn UiSource,
-    ) -> Result<Arc<Record>, String> {
-        let args = self.query_arguments(block, name, values)?;
-        match source.args().parse(&Value::Record(args))? {
-            Value::Record(r) => Ok(r),
-            _ => Err("The parsed arguments are not a record.".to_owned()),
-        }
-    }
-
-    /// §6.1 steps 4–5 (`uiQueryArguments`), remembered per block revision, query and
-    /// input ([`ArgumentMemo`]).
-    fn query_arguments(
-        &self,
-        block: &Block,
-        name: &str,
-        values: &Record,
     ) -> Result<Arc<Record>, String> {
         let memo_key = block
             .revision
@@ -262,7 +248,9 @@ impl UiQueries {
         let clock = BudgetClock(&*self.clock);
         let args = query_arguments(block, name, values, self.ui_limits, &clock)
             .map_err(|f| f.message.to_string())?;
-        let args = Arc::new(args);
+        let Value::Record(args) = source.args().parse(&Value::record(args))? else {
+            return Err("The parsed arguments are not a record.".to_owned());
+        };
         if let Some(k) = memo_key {
             lock(&self.arguments).insert(k, Arc::clone(&args));
         }
@@ -301,7 +289,8 @@ impl UiQueries {
             cached.retry_after_ms = Some(self.sync_limits.change_gap());
             return cached.into();
         }
-        let slot_deadline = self.clock.now_ms() + self.sync_limits.slot_wait();
+        // Set when a change-driven request first finds no free slot.
+        let mut slot_deadline = None;
         let mut rounds = 0;
         loop {
             rounds += 1;
@@ -329,10 +318,9 @@ impl UiQueries {
                 Admit::NoSlot(cached) => {
                     // A change-driven request waits up to the slot wait for a slot.
                     let now = self.clock.now_ms();
-                    if now < slot_deadline && rounds < 1_000 {
-                        self.clock
-                            .sleep(SLOT_POLL_MS.min(slot_deadline - now))
-                            .await;
+                    let deadline = *slot_deadline.get_or_insert(now + self.sync_limits.slot_wait());
+                    if now < deadline && rounds < 1_000 {
+                        self.clock.sleep(SLOT_POLL_MS.min(deadline - now)).await;
                         continue;
                     }
                     return match cached {

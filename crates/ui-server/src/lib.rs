@@ -125,7 +125,8 @@
 //! file), futures-util (the event stream body), tokio-util (read cancellation); hyper and
 //! hyper-util (one HTTP/1.1 connection at a time under [`serve_on`]'s own accept loop,
 //! because `axum::serve` has no connection cap and no header, body, idle or write
-//! timeouts), http-body and tower (the body and service traits that loop wraps), tracing
+//! timeouts), http-body and tower (the body and service traits that loop wraps),
+//! http-body-util (JSON bodies limited and collected without another box), tracing
 //! (the request log, failed writes and database calls, warnings and errors; the binary
 //! installs the subscriber), and rusqlite's `hooks` feature (the progress handler that
 //! stops a cancelled source read); jsonwebtoken (`auth.mode = "jwt"`: a well-kept JWT

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use indexmap::IndexMap;
+use indexmap::{Equivalent, IndexMap};
 use ui_compiler::{Block, resolve_choice};
 use ui_core::{HostCode, Record, Value, WireCode};
 
 use super::UiQueries;
-use super::key::{QueryKey, Structural};
+use super::key::{QueryIdRef, QueryKeyRef, Structural};
 use crate::clock::BudgetClock;
 use crate::payload::{ChoicePayload, QueryPayload};
 use crate::reading::{QueryReading, WireRefusal};
@@ -108,12 +108,13 @@ impl UiQueries {
             let Some(read_id) = reads.get(name) else {
                 return Err(stale());
             };
-            let (_, current) = QueryKey::of(&p, &Structural::new(Arc::clone(&args)));
+            let parsed = Structural::new(Arc::clone(&args));
+            let current = QueryKeyRef::reading(QueryIdRef::of(&p), &parsed);
             let cached = {
                 let t = self.table.lock();
                 t.cache
                     .get(read_id)
-                    .filter(|e| e.key == current)
+                    .filter(|e| current.equivalent(&e.key))
                     .map(|e| e.cached.reading.clone())
             };
             let reading = match cached {

@@ -15,6 +15,7 @@
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, LazyLock};
 
+use indexmap::Equivalent;
 use ui_core::{Record, Value};
 
 use crate::payload::QueryPayload;
@@ -41,6 +42,11 @@ impl QueryId {
             &self.query,
         ]
     }
+
+    /// Whether `id` names this query.
+    fn is(&self, id: &QueryIdRef<'_>) -> bool {
+        self.digest == id.digest && self.parts() == id.parts
+    }
 }
 
 impl PartialEq for QueryId {
@@ -51,15 +57,34 @@ impl PartialEq for QueryId {
 
 impl Eq for QueryId {}
 
-impl Hash for QueryId {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.digest);
+/// The parts of a [`QueryId`] borrowed from a request, with their digest.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueryIdRef<'a> {
+    parts: [&'a str; 5],
+    digest: u64,
+}
+
+impl<'a> QueryIdRef<'a> {
+    /// The query `p` names.
+    pub(crate) fn of(p: &'a QueryPayload) -> Self {
+        let parts = [
+            p.chat_id.as_str(),
+            &p.item_id,
+            &p.block_id,
+            &p.revision,
+            &p.query,
+        ];
+        QueryIdRef {
+            parts,
+            digest: DIGEST.hash_one(parts),
+        }
     }
 }
 
 /// The name of an admission-table entry (`host.md` §7). The two kinds share the attempt
-/// table and never equal each other.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// table and never equal each other. A request looks its entries up by a [`QueryKeyRef`],
+/// and makes a `QueryKey` only for what it inserts.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum QueryKey {
     /// A query with any arguments: the identity's attempt window (`readGap`).
     Identity(Arc<QueryId>),
@@ -67,22 +92,85 @@ pub(crate) enum QueryKey {
     Reading(Arc<QueryId>, Structural<Record>),
 }
 
-impl QueryKey {
-    /// The identity and the reading key of `p` with its parsed `args`.
-    pub(crate) fn of(p: &QueryPayload, args: &Structural<Record>) -> (QueryKey, QueryKey) {
-        let digest = DIGEST.hash_one([&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query]);
+impl Hash for QueryKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            QueryKey::Identity(id) => hash_key(id.digest, None, state),
+            QueryKey::Reading(id, args) => hash_key(id.digest, Some(args.digest), state),
+        }
+    }
+}
+
+/// A [`QueryKey`] borrowed from a request: it hashes as the key it names and is
+/// [`Equivalent`] to it, so the maps of [`QueryKey`]s are looked up without copying the
+/// request's parts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueryKeyRef<'a> {
+    id: QueryIdRef<'a>,
+    /// `None` for the identity.
+    args: Option<&'a Structural<Record>>,
+}
+
+impl<'a> QueryKeyRef<'a> {
+    /// The identity of `id`: the query with any arguments.
+    pub(crate) fn identity(id: QueryIdRef<'a>) -> Self {
+        QueryKeyRef { id, args: None }
+    }
+
+    /// The reading key of `id` with its parsed `args`.
+    pub(crate) fn reading(id: QueryIdRef<'a>, args: &'a Structural<Record>) -> Self {
+        QueryKeyRef {
+            id,
+            args: Some(args),
+        }
+    }
+
+    /// The key this names, owning its parts.
+    pub(crate) fn to_key(self) -> QueryKey {
+        let [chat_id, item_id, block_id, revision, query] = self.id.parts.map(str::to_owned);
         let id = Arc::new(QueryId {
-            chat_id: p.chat_id.clone(),
-            item_id: p.item_id.clone(),
-            block_id: p.block_id.clone(),
-            revision: p.revision.clone(),
-            query: p.query.clone(),
-            digest,
+            chat_id,
+            item_id,
+            block_id,
+            revision,
+            query,
+            digest: self.id.digest,
         });
-        (
-            QueryKey::Identity(Arc::clone(&id)),
-            QueryKey::Reading(id, args.clone()),
-        )
+        match self.args {
+            None => QueryKey::Identity(id),
+            Some(args) => QueryKey::Reading(id, args.clone()),
+        }
+    }
+}
+
+impl Hash for QueryKeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_key(self.id.digest, self.args.map(|a| a.digest), state);
+    }
+}
+
+impl Equivalent<QueryKey> for QueryKeyRef<'_> {
+    fn equivalent(&self, key: &QueryKey) -> bool {
+        match (key, self.args) {
+            (QueryKey::Identity(id), None) => id.is(&self.id),
+            (QueryKey::Reading(id, args), Some(other)) => id.is(&self.id) && args == other,
+            _ => false,
+        }
+    }
+}
+
+/// The hash of a query key, owned or borrowed alike: its kind and its digests.
+fn hash_key<H: Hasher>(id: u64, args: Option<u64>, state: &mut H) {
+    match args {
+        None => {
+            state.write_u8(0);
+            state.write_u64(id);
+        }
+        Some(args) => {
+            state.write_u8(1);
+            state.write_u64(id);
+            state.write_u64(args);
+        }
     }
 }
 
@@ -375,17 +463,39 @@ mod tests {
         }
     }
 
+    /// The identity and the reading key of `p` with `args`, owned.
+    fn keys(p: &QueryPayload, args: &Structural<Record>) -> (QueryKey, QueryKey) {
+        let id = QueryIdRef::of(p);
+        (
+            QueryKeyRef::identity(id).to_key(),
+            QueryKeyRef::reading(id, args).to_key(),
+        )
+    }
+
     fn check(a: &Value, b: &Value) -> Result<(), TestCaseError> {
         let (ra, rb) = (Arc::new(record(a)), Arc::new(record(b)));
         let p = payload("$q");
-        let (ia, ka) = QueryKey::of(&p, &Structural::new(Arc::clone(&ra)));
-        let (ib, kb) = QueryKey::of(&p, &Structural::new(Arc::clone(&rb)));
+        let (sa, sb) = (
+            Structural::new(Arc::clone(&ra)),
+            Structural::new(Arc::clone(&rb)),
+        );
+        let (ia, ka) = keys(&p, &sa);
+        let (ib, kb) = keys(&p, &sb);
         let old_equal = old_key('k', &p, Some(&ra)) == old_key('k', &p, Some(&rb));
         prop_assert_eq!(ka == kb, old_equal);
-        prop_assert_eq!(ia, ib);
+        prop_assert_eq!(&ia, &ib);
         if ka == kb {
             prop_assert_eq!(hash_of(&ka), hash_of(&kb));
         }
+        // The borrowed key finds what the owned one names, and hashes as it does.
+        let borrowed = QueryKeyRef::reading(QueryIdRef::of(&p), &sa);
+        prop_assert_eq!(borrowed.equivalent(&kb), ka == kb);
+        prop_assert!(borrowed.equivalent(&ka));
+        prop_assert!(!borrowed.equivalent(&ia));
+        prop_assert_eq!(hash_of(&borrowed), hash_of(&ka));
+        let identity = QueryKeyRef::identity(QueryIdRef::of(&p));
+        prop_assert!(identity.equivalent(&ib) && !identity.equivalent(&kb));
+        prop_assert_eq!(hash_of(&identity), hash_of(&ia));
         let (sa, sb) = (ShareKey::new("s", &ra, a), ShareKey::new("s", &rb, b));
         prop_assert_eq!(sa == sb, old_share("s", &ra, a) == old_share("s", &rb, b));
         if sa == sb {
@@ -406,19 +516,15 @@ mod tests {
     #[test]
     fn the_parts_of_a_key_stay_apart() {
         let args = Structural::new(Arc::new(Record::default()));
-        let (identity, key) = QueryKey::of(&payload("$q"), &args);
+        let (identity, key) = keys(&payload("$q"), &args);
         assert_ne!(identity, key, "an identity never names a reading");
-        let (other_identity, other_key) = QueryKey::of(&payload("$r"), &args);
+        let (other_identity, other_key) = keys(&payload("$r"), &args);
         assert_ne!(identity, other_identity);
         assert_ne!(key, other_key);
         let mut moved = payload("$q");
         moved.chat_id = "c1i".into();
         moved.item_id = "1".into();
-        assert_ne!(
-            QueryKey::of(&moved, &args).1,
-            key,
-            "no part runs into the next"
-        );
+        assert_ne!(keys(&moved, &args).1, key, "no part runs into the next");
         let access = Value::from("u1");
         assert_ne!(
             ShareKey::new("s", &args.value, &access),

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, query_arguments};
 use ui_core::{HostCode, Record, Value};
 
-use super::key::{QueryKey, ShareKey};
+use super::key::{QueryIdRef, QueryKeyRef, ShareKey};
 use super::memo;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
@@ -267,7 +267,11 @@ impl UiQueries {
             args,
             feed,
         } = plan;
-        let (identity, key) = QueryKey::of(p, share.args());
+        let id = QueryIdRef::of(p);
+        let (identity, key) = (
+            QueryKeyRef::identity(id),
+            QueryKeyRef::reading(id, share.args()),
+        );
         // A change-driven request: the seq that made the page ask (this epoch only).
         let seen = feed.as_ref().and(p.seen.as_deref()).and_then(|s| {
             let (epoch, seq) = s.split_once('.')?;
@@ -344,6 +348,7 @@ impl UiQueries {
                         cancel: CancellationToken::new(),
                     };
                     let chat_id = p.chat_id.clone();
+                    let key = key.to_key();
                     let sync =
                         feed.as_ref()
                             .zip(self.changes.get())
@@ -359,7 +364,7 @@ impl UiQueries {
                         reading.sync = sync;
                         {
                             let mut t = this.table.lock();
-                            t.inflight.remove(&key);
+                            t.inflight.swap_remove(&key);
                             if let Some(read_id) = reading.read_id.clone() {
                                 let cached =
                                     CachedReading::new(reading.clone(), this.limits.reason());
@@ -382,7 +387,7 @@ impl UiQueries {
     }
 
     /// The newest cached reading of `key`, if any.
-    fn cached(&self, key: &QueryKey) -> Option<QueryReading> {
+    fn cached(&self, key: &QueryKeyRef<'_>) -> Option<QueryReading> {
         let t = self.table.lock();
         t.newest
             .get(key)
@@ -397,7 +402,7 @@ impl UiQueries {
     fn admit(
         &self,
         p: &QueryPayload,
-        (key, identity, share): (&QueryKey, &QueryKey, &ShareKey),
+        (key, identity, share): (&QueryKeyRef<'_>, &QueryKeyRef<'_>, &ShareKey),
         feed: Option<&Arc<Feed>>,
         rel: u64,
         change_driven: bool,
@@ -488,12 +493,13 @@ impl UiQueries {
                 self.lead(share, guard, feed.is_some(), version, now)
             }
         };
+        let key = key.to_key();
         t.attempt(key.clone(), now, capacity);
-        t.attempt(identity.clone(), now, capacity);
+        t.attempt(identity.to_key(), now, capacity);
         let version = decision.version;
         let (tx, rx) = watch::channel(None);
         t.inflight.insert(
-            key.clone(),
+            key,
             InFlight {
                 pending: rx.clone(),
                 version,

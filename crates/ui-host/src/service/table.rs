@@ -3,11 +3,12 @@
 //! concurrent map per table could not keep them consistent with each other).
 
 use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use foldhash::HashMap;
+use indexmap::map::Entry;
+use indexmap::{Equivalent, IndexMap};
 use tokio::sync::watch;
 
 use super::key::QueryKey;
@@ -35,12 +36,17 @@ pub(crate) struct InFlight {
 /// The pending outcome of an in-flight read: `None` until it settles.
 pub(crate) type Pending = watch::Receiver<Option<QueryReading>>;
 
+/// A map of [`QueryKey`]s, looked up by [`QueryKeyRef`](super::key::QueryKeyRef) as well
+/// (an `IndexMap` for its `Equivalent` lookups; the order of its entries means nothing).
+pub(crate) type KeyMap<V> = IndexMap<QueryKey, V, foldhash::fast::RandomState>;
+
 /// Entries in insertion order: lookups by name and eviction of the oldest entry in
 /// constant time (an ordered map's removal from the front would move every later entry on
 /// each eviction). An updated entry keeps its first position, as upstream's attempt table.
 #[derive(Debug)]
 pub(crate) struct Fifo<K, V> {
-    map: HashMap<K, V>,
+    /// The entries; their order in the map means nothing (removal swaps the last in).
+    map: IndexMap<K, V, foldhash::fast::RandomState>,
     /// Names oldest first; a name removed by [`Fifo::retain`] leaves with it.
     order: VecDeque<K>,
 }
@@ -48,7 +54,7 @@ pub(crate) struct Fifo<K, V> {
 impl<K, V> Default for Fifo<K, V> {
     fn default() -> Self {
         Fifo {
-            map: HashMap::default(),
+            map: IndexMap::default(),
             order: VecDeque::new(),
         }
     }
@@ -61,8 +67,7 @@ impl<K: Hash + Eq + Clone, V> Fifo<K, V> {
 
     pub(crate) fn get<Q>(&self, name: &Q) -> Option<&V>
     where
-        K: std::borrow::Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Equivalent<K> + ?Sized,
     {
         self.map.get(name)
     }
@@ -83,7 +88,7 @@ impl<K: Hash + Eq + Clone, V> Fifo<K, V> {
     /// Removes the oldest entry.
     pub(crate) fn pop_oldest(&mut self) -> Option<(K, V)> {
         let name = self.order.pop_front()?;
-        let value = self.map.remove(&name);
+        let value = self.map.swap_remove(&name);
         debug_assert!(value.is_some(), "the order names only live entries");
         value.map(|v| (name, v))
     }
@@ -101,8 +106,8 @@ pub(crate) struct ReadTable {
     /// Fresh readings by read id, in insertion order (the oldest is evicted first).
     pub(crate) cache: Fifo<String, CacheEntry>,
     /// The read id of the newest fresh reading per key.
-    pub(crate) newest: HashMap<QueryKey, String>,
-    pub(crate) inflight: HashMap<QueryKey, InFlight>,
+    pub(crate) newest: KeyMap<String>,
+    pub(crate) inflight: KeyMap<InFlight>,
     /// Last started read per key and per identity (two kinds of key, one table).
     pub(crate) attempts: Fifo<QueryKey, u64>,
     pub(crate) chat_slots: HashMap<String, usize>,
@@ -118,7 +123,7 @@ impl ReadTable {
             match self.cache.pop_oldest() {
                 Some((id, old)) => {
                     if self.newest.get(&old.key) == Some(&id) {
-                        self.newest.remove(&old.key);
+                        self.newest.swap_remove(&old.key);
                     }
                 }
                 None => break,
@@ -145,7 +150,7 @@ impl ReadTable {
                 return true;
             }
             if newest.get(&entry.key) == Some(id) {
-                newest.remove(&entry.key);
+                newest.swap_remove(&entry.key);
             }
             false
         });

@@ -76,7 +76,10 @@ impl<'a> QueryIdRef<'a> {
         ];
         QueryIdRef {
             parts,
-            digest: DIGEST.hash_one(parts),
+            // The item, the block and the query name tell a chat's queries apart (an item
+            // id names one item, a block id one block in it); the chat and the revision
+            // are compared, not hashed, as every part is.
+            digest: DIGEST.hash_one([&p.item_id, &p.block_id, &p.query]),
         }
     }
 }
@@ -262,7 +265,7 @@ impl<T> Hash for Structural<T> {
 
 /// The digests' hasher: foldhash seeded once per process at random, so that the digests of
 /// page-supplied arguments cannot be chosen to collide from outside.
-static DIGEST: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
+pub(super) static DIGEST: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
 
 /// The digest of `value`, equal for equal values (`Value`'s `==`): `-0` as `0`, and a
 /// record's entries in any order.

@@ -12,7 +12,7 @@ use ui_compiler::{Block, query_arguments};
 use ui_core::{HostCode, Record, Value};
 
 use super::key::{QueryIdRef, QueryKeyRef, ShareKey};
-use super::memo;
+use super::memo::MemoKeyRef;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
 use super::{UiQueries, lock};
@@ -238,11 +238,8 @@ impl UiQueries {
         let memo_key = block
             .revision
             .as_deref()
-            .map(|revision| memo::key(revision, &block.id, name, values));
-        if let Some(args) = memo_key
-            .as_deref()
-            .and_then(|k| lock(&self.arguments).get(k))
-        {
+            .map(|revision| MemoKeyRef::new(revision, &block.id, name, values));
+        if let Some(args) = memo_key.as_ref().and_then(|k| lock(&self.arguments).get(k)) {
             return Ok(args);
         }
         let clock = BudgetClock(&*self.clock);
@@ -252,7 +249,7 @@ impl UiQueries {
             return Err("The parsed arguments are not a record.".to_owned());
         };
         if let Some(k) = memo_key {
-            lock(&self.arguments).insert(k, Arc::clone(&args));
+            lock(&self.arguments).insert(&k, Arc::clone(&args));
         }
         Ok(args)
     }

@@ -6,6 +6,9 @@
 //! - [`ShareKey`] names a source read that identical reads share: the source, the parsed
 //!   arguments and the captured access.
 //!
+//! A request looks the admission table up by a [`QueryKeyRef`] borrowed from its payload,
+//! and copies it into a [`QueryKey`] only for an entry it inserts.
+//!
 //! Arguments and access compare structurally ([`Structural`]): `ui_core::Value` equality,
 //! under which a record's key order does not matter and `-0` equals `0`. Their hash is a
 //! digest that agrees with that equality, computed once when the key is made: a cached
@@ -20,8 +23,8 @@ use ui_core::{Record, Value};
 
 use crate::payload::QueryPayload;
 
-/// A query of a stored block, whatever its arguments, with a digest of its parts (hashed
-/// once, though the admission table looks the key up several times).
+/// A query of a stored block, whatever its arguments, with a digest (hashed once, though
+/// the admission table looks the key up several times).
 #[derive(Debug, Clone)]
 pub(crate) struct QueryId {
     chat_id: String,
@@ -202,7 +205,7 @@ impl ShareKey {
         (&self.source, &self.args.value, &self.access.value)
     }
 
-    /// The arguments with their digest, for the [`QueryKey`] of the same request.
+    /// The arguments with their digest, for the [`QueryKeyRef`] of the same request.
     pub(crate) fn args(&self) -> &Structural<Record> {
         &self.args
     }

@@ -232,12 +232,7 @@ fn server_main(windows: &str) {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir =
-        std::env::temp_dir().join(format!("uiblocks-fanout-{}-{stamp:x}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = benches::fresh_temp_dir("fanout");
     let mut config = ui_server::ServerConfig::new(dir.join("app.db"));
     config.demo = true;
     config.sources = ui_server::SourcesConfig::Inline(ui_server::DEMO_SOURCES.to_owned());

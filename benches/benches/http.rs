@@ -31,7 +31,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
@@ -288,14 +288,7 @@ struct Server {
 impl Server {
     /// The demo's sources and sessions in a fresh temporary directory, with `limits`.
     fn start(runtime: &Runtime, limits: SyncLimits) -> Server {
-        let stamp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "uiblocks-http-bench-{}-{stamp:x}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let dir = benches::fresh_temp_dir("http-bench");
         let mut config = ServerConfig::new(dir.join("app.db"));
         config.demo = true;
         config.bind = ([127, 0, 0, 1], 0).into();

@@ -21,7 +21,7 @@
 //! again. Prints the mean time of one request.
 
 use benches as _;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
 
@@ -90,14 +90,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let route = args.next().unwrap_or_else(|| "query".to_owned());
     let runs: u32 = args.next().and_then(|n| n.parse().ok()).unwrap_or(20_000);
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "uiblocks-prof-http-{}-{stamp:x}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let dir = benches::fresh_temp_dir("prof-http");
     let mut config = ServerConfig::new(dir.join("app.db"));
     config.demo = true;
     config.sources = SourcesConfig::Inline(ui_server::DEMO_SOURCES.to_owned());

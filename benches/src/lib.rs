@@ -71,6 +71,21 @@ pub fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data")
 }
 
+/// A new empty directory under the system's temporary directory, named after `name`, this
+/// process and the time (the server benches keep their database there and remove it).
+///
+/// # Panics
+/// When the directory cannot be made.
+pub fn fresh_temp_dir(name: &str) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir =
+        std::env::temp_dir().join(format!("uiblocks-{name}-{}-{stamp:x}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
+}
+
 /// The text of input `name` (`"prose2m.txt"`), inflated from `data/<name>.gz`.
 ///
 /// # Panics

@@ -211,6 +211,7 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 type AuthorizeFn =
     dyn Fn(Arc<ChatInfo>, Arc<Value>, Record) -> BoxFuture<Result<(), HostError>> + Send + Sync;
 type CheckFn = dyn Fn(&ChatInfo, &Value, &Record) -> Result<(), HostError> + Send + Sync;
+type ReadFn = dyn Fn(ReadRequest) -> BoxFuture<Result<Value, HostError>> + Send + Sync;
 
 /// A [`FnSource`]'s permission check: a future of its own copies of the inputs, or a check
 /// that runs in place.
@@ -218,7 +219,6 @@ enum Authorize {
     Async(Box<AuthorizeFn>),
     Check(Box<CheckFn>),
 }
-type ReadFn = dyn Fn(ReadRequest) -> BoxFuture<Result<Value, HostError>> + Send + Sync;
 
 /// A source described by JSON Schemas (`driver.md` subset) with its callbacks as closures,
 /// for hosts configured without Rust types.

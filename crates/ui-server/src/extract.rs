@@ -78,7 +78,7 @@ where
 /// [`MAX_BODY_BYTES`], the limit [`crate::router`] also sets for every other extractor) and
 /// a body that does not arrive in time. The body is limited and collected here rather than
 /// through axum's `Bytes` extractor, which looks the limit up in the request's extensions
-/// and boxes the body once more: about a third of what reading a `ui.query` body cost.
+/// and boxes the body once more (`benches/NOTES.md`).
 async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
     let json = req
         .headers()

@@ -6,8 +6,11 @@
 //!
 //! - A host application implements [`UiHost`]: it captures access and owns a
 //!   [`SourceRegistry`] of [`UiSource`]s (write Rust `Args`/`Output` types with serde +
-//!   garde and a [`TypedSource`], or describe a source by JSON Schema with [`FnSource`]).
-//!   The registry is also the compiler's [`QuerySchemas`](ui_compiler::QuerySchemas).
+//!   garde and a [`TypedSource`], or describe a source by JSON Schema with [`FnSource`],
+//!   whose permission check is a future ([`FnSource::with_authorize`]) or, when it needs no
+//!   I/O, a function run in place ([`FnSource::with_authorize_check`]: `authorize` runs on
+//!   every cache hit too). The registry is also the compiler's
+//!   [`QuerySchemas`](ui_compiler::QuerySchemas).
 //! - [`UiQueries`] answers `ui.query` ([`UiQueries::query`]), `ui.link`
 //!   ([`UiQueries::link`]) and `chat.uiChoice` ([`UiQueries::choose`]), and freezes the first
 //!   readings of a final reply ([`UiQueries::observe`]). It authorizes every read, caches

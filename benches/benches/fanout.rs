@@ -10,12 +10,20 @@
 //! leave the frames in their sockets for a second and only then read them: the kernel has
 //! stamped each arrival already, and on two shared cores a client reading 10,000 sockets
 //! would otherwise take a quarter of the CPU from the server it measures (the clients of a
-//! real deployment run on other machines).
+//! real deployment run on other machines). For the same reason a waiting reader's socket is
+//! out of the client's epoll set: on loopback the kernel runs the reader's wake-up inside
+//! the server's `write`, so a registered socket charged every arrival's wake-up of a client
+//! thread to the server (about a tenth of its CPU in the fan-out).
 //!
 //! | figure (`fanout/<name>/figures.json`) | what is measured |
 //! | --- | --- |
 //! | `streams_10000` | 10,000 streams (1,667 sessions × at most 6); server windows as `sync.md` §9.1 (appender 50 ms, flush 100 ms); 5 rounds of one row written through `POST /api/sources/ci.runs/rows`. Per stream, the arrival of its `changes` frame, taken from the kernel (`SO_TIMESTAMPNS`: when the bytes reached the client socket, not when the client got round to reading them): p50/p99/max **from the write** (the request sent) and **from the frame being ready** (the end of the streams' flush window: the server child reports when the batch with the row reached its hub, `Batch::published`, from which every stream opens its window; taken 1 ms early, as the streams count in whole ms, so the figure never flatters). Memory: the server process's RSS (`/proc/<pid>/status`) before and after opening the streams, per stream. |
 //! | `streams_10000_no_windows` | the same with both windows at 1 ms: what the write, the log and the fan-out cost |
+//!
+//! Both also give the server's CPU per stream and change (`cpu_us_per_stream`): the CPU time
+//! of all its threads (`/proc/<pid>/task/*/schedstat`) from the write until the frames
+//! wait in the sockets, over the streams, the median of the rounds. It does not depend on
+//! how the work spreads over time, so it compares two builds better than the latencies do.
 //!
 //! The targets (issue 18): p99 from the frame being ready ≤ 100 ms, from the write
 //! ≤ 250 ms, ≤ 16 KB of server RSS per open idle stream.
@@ -24,8 +32,9 @@
 //! criterion's directory (`CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`), where
 //! `cargo xtask bench` reads them. Without `--bench` (`cargo test --benches`) it runs a smoke
 //! test of a few streams and writes nothing. A positional filter runs only the figures whose
-//! name contains it; `--list` lists them; criterion's options are ignored. Every wait is
-//! bounded.
+//! name contains it (`--exact`: whose name it is); `--list` lists them; criterion's options are ignored. Every wait is
+//! bounded. For profiling and comparisons, `UIBLOCKS_FANOUT_STREAMS` and
+//! `UIBLOCKS_FANOUT_ROUNDS` set other sizes.
 
 #![allow(missing_docs)]
 
@@ -121,7 +130,10 @@ fn main() {
             filter = Some(arg);
         }
     }
-    let wanted = |name: &str| filter.is_none_or(|f| name.contains(f));
+    // `--exact`, as criterion has it: the filter is the whole name.
+    let exact = has("--exact");
+    let wanted =
+        |name: &str| filter.is_none_or(|f| if exact { name == f } else { name.contains(f) });
     if has("--list") {
         for name in [STREAMS, STREAMS_NO_WINDOWS] {
             if wanted(name) {
@@ -138,6 +150,14 @@ fn main() {
         .and_then(|n| n.parse().ok())
     {
         sizes.streams = n;
+    }
+    // And another number of rounds (`UIBLOCKS_FANOUT_ROUNDS`), for A/B comparisons.
+    if let Some(n) = std::env::var("UIBLOCKS_FANOUT_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+    {
+        sizes.rounds = n;
     }
     if !measure {
         println!("fanout: test mode (no `--bench`): a smoke run of small sizes, no figures");
@@ -365,6 +385,17 @@ impl ServerProcess {
             .map_or(0, |kb| kb * 1024)
     }
 
+    /// The CPU time its threads ran so far, in ns (`/proc/<pid>/task/*/schedstat`).
+    fn cpu_ns(&self) -> u64 {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {
+            return 0;
+        };
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Closes its stdin (graceful shutdown), waits up to 30 s, else kills it.
     fn stop(mut self) {
         drop(self.child.stdin.take());
@@ -558,8 +589,11 @@ impl Arrivals {
 /// One open event stream, read until it ends: records the arrival of every `changes`
 /// frame naming `ci.runs` in `seen`. The first frame must be `hello`. After it, the reader
 /// reads a round's frame only once the round is opened ([`Arrivals::open`]): the kernel
-/// stamps the arrival whenever it is read, and a reader left waiting takes no CPU from the
-/// server while it fans out.
+/// stamps the arrival whenever it is read. While it waits, its socket is out of the client
+/// runtime's epoll set (`into_std`): an arrival then wakes no client thread, which on
+/// loopback the server's own `write` would pay for (the kernel delivers the bytes and runs
+/// the reader's wake-up inside the sender's system call), and a real deployment's clients
+/// are on other machines.
 async fn stream_reader(
     addr: SocketAddr,
     cookie: String,
@@ -569,7 +603,7 @@ async fn stream_reader(
     seen: Arc<Arrivals>,
 ) {
     let permit = opening.acquire_owned().await.expect("open");
-    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
     stamp_arrivals(&tcp);
     let head = format!("GET /ui/events HTTP/1.1\r\nhost: {addr}\r\ncookie: {cookie}\r\n\r\n");
     tcp.writable().await.expect("writable");
@@ -583,7 +617,6 @@ async fn stream_reader(
             Err(e) => panic!("send: {e}"),
         }
     }
-    let fd = tcp.as_raw_fd();
     let mut buf = [0u8; 2048];
     let mut pending: Vec<u8> = Vec::new();
     let mut hello = false;
@@ -591,14 +624,19 @@ async fn stream_reader(
     let mut opened = seen.opened.subscribe();
     let mut rounds_seen = 0;
     loop {
-        if hello
-            && opened
+        if hello && *opened.borrow_and_update() <= rounds_seen {
+            // Out of the epoll set until the round opens.
+            let parked = tcp.into_std().expect("the socket leaves the runtime");
+            if opened
                 .wait_for(|opened| *opened > rounds_seen)
                 .await
                 .is_err()
-        {
-            return;
+            {
+                return;
+            }
+            tcp = TcpStream::from_std(parked).expect("the socket rejoins the runtime");
         }
+        let fd = tcp.as_raw_fd();
         let read = tokio::time::timeout(
             if hello {
                 Duration::from_secs(3600)
@@ -653,6 +691,7 @@ struct Figures {
     rss_before: u64,
     rss_after: u64,
     write_ack_ms: f64,
+    cpu_us_per_stream: f64,
     from_write: [f64; 3],
     from_ready: [f64; 3],
     lasts_ms: Vec<f64>,
@@ -671,7 +710,8 @@ impl Figures {
              (target ≤ 16); one write → `changes` on every stream (kernel arrival times), over {} \
              rounds: from the write p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 ≤ 250); \
              from the frame being ready p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 ≤ \
-             100); last stream per round [{}] ms; write answered in {:.1} ms (median)",
+             100); last stream per round [{}] ms; write answered in {:.1} ms (median); server CPU \
+             per stream and change {:.2} µs (median)",
             self.streams,
             self.sessions,
             self.open_seconds,
@@ -687,6 +727,7 @@ impl Figures {
             self.from_ready[2],
             lasts.join(", "),
             self.write_ack_ms,
+            self.cpu_us_per_stream,
         );
     }
 
@@ -703,6 +744,7 @@ impl Figures {
             "rss_after_bytes": self.rss_after,
             "kb_per_stream": r2(self.per_stream_kb()),
             "write_ack_ms": r2(self.write_ack_ms),
+            "cpu_us_per_stream": r2(self.cpu_us_per_stream),
             "write_p50_ms": r2(self.from_write[0]),
             "write_p99_ms": r2(self.from_write[1]),
             "write_max_ms": r2(self.from_write[2]),
@@ -769,10 +811,12 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
     let mut from_ready = Vec::with_capacity(sizes.streams * sizes.rounds);
     let mut lasts = Vec::new();
     let mut acks = Vec::new();
+    let mut cpus = Vec::new();
     for round in 0..sizes.rounds {
         let row = json!({"rows": [{"branch": "main", "name": format!("fan-out {round}"), "status": "passed"}]});
         server.forget_published().await;
         seen.clear();
+        let cpu_before = server.cpu_ns();
         let sent = SystemTime::now();
         let (status, _, body) = call(
             addr,
@@ -792,6 +836,7 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
         let ready_at = published + Duration::from_millis(flush_ms) - Duration::from_millis(1);
         // The fan-out is over long before; the frames wait in the sockets, stamped.
         tokio::time::sleep(HOLD).await;
+        cpus.push(server.cpu_ns().saturating_sub(cpu_before) as f64 / 1e3 / sizes.streams as f64);
         seen.open(round);
         let mut last: f64 = 0.0;
         for at in seen.every_stream(round).await {
@@ -808,6 +853,7 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
         reader.abort();
     }
     acks.sort_by(f64::total_cmp);
+    cpus.sort_by(f64::total_cmp);
     Figures {
         streams: sizes.streams,
         sessions: session_count,
@@ -816,6 +862,7 @@ async fn fan_out(server: &ServerProcess, sizes: Sizes, flush_ms: u64) -> Figures
         rss_before,
         rss_after,
         write_ack_ms: acks[acks.len() / 2],
+        cpu_us_per_stream: cpus[cpus.len() / 2],
         from_write: spread(&mut from_write),
         from_ready: spread(&mut from_ready),
         lasts_ms: lasts,

@@ -1510,6 +1510,17 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
         };
         out.push_str(&format!("| {label} | {target} | {ours} | {ratio} |\n"));
     }
+    let cpu = ["fanout/streams_10000", "fanout/streams_10000_no_windows"].map(|name| {
+        let json = std::fs::read_to_string(criterion.join(name).join("figures.json"));
+        json.ok()
+            .and_then(|json| json_number_after(&json, &["\"cpu_us_per_stream\""]))
+            .map_or_else(|| "not run".to_owned(), |us| format!("{us} µs"))
+    });
+    out.push_str(&format!(
+        "\nServer CPU per stream and change (median of the rounds): {} with the spec's windows, \
+         {} with windows of 1 ms.\n",
+        cpu[0], cpu[1]
+    ));
     out.push_str(
         "\nFan-out: the server in its own process (its RSS only), 10,000 streams read by the \
          bench over raw sockets, arrival times from the kernel (SO_TIMESTAMPNS). Reads: the \

@@ -32,9 +32,9 @@
 //! criterion's directory (`CRITERION_HOME`, else `$CARGO_TARGET_DIR/criterion`), where
 //! `cargo xtask bench` reads them. Without `--bench` (`cargo test --benches`) it runs a smoke
 //! test of a few streams and writes nothing. A positional filter runs only the figures whose
-//! name contains it (`--exact`: whose name it is); `--list` lists them; criterion's options are ignored. Every wait is
-//! bounded. For profiling and comparisons, `UIBLOCKS_FANOUT_STREAMS` and
-//! `UIBLOCKS_FANOUT_ROUNDS` set other sizes.
+//! name contains it (with `--exact`, whose name it is); `--list` lists them; criterion's
+//! other options are ignored. Every wait is bounded. For profiling and comparisons,
+//! `UIBLOCKS_FANOUT_STREAMS` and `UIBLOCKS_FANOUT_ROUNDS` set other sizes.
 
 #![allow(missing_docs)]
 

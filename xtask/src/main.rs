@@ -1511,10 +1511,17 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
         out.push_str(&format!("| {label} | {target} | {ours} | {ratio} |\n"));
     }
     let cpu = ["fanout/streams_10000", "fanout/streams_10000_no_windows"].map(|name| {
-        let json = std::fs::read_to_string(criterion.join(name).join("figures.json"));
-        json.ok()
+        let path = criterion.join(name).join("figures.json");
+        let stale = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified < started);
+        std::fs::read_to_string(&path)
+            .ok()
             .and_then(|json| json_number_after(&json, &["\"cpu_us_per_stream\""]))
-            .map_or_else(|| "not run".to_owned(), |us| format!("{us} µs"))
+            .map_or_else(
+                || "not run".to_owned(),
+                |us| format!("{us} µs{}", if stale { " (old run)" } else { "" }),
+            )
     });
     out.push_str(&format!(
         "\nServer CPU per stream and change (median of the rounds): {} with the spec's windows, \

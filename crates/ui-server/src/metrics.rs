@@ -29,10 +29,11 @@
 //! [`UPKEEP_SAMPLES`] samples, so memory stays bounded when nobody scrapes (a count rather
 //! than a timer: no task to stop, and no timer that moves a paused test clock).
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,20 @@ const LATENCY_BUCKETS: &[f64] = &[
 
 /// Histogram samples recorded between two foldings into their buckets.
 pub(crate) const UPKEEP_SAMPLES: u64 = 4_096;
+
+/// Label sets of the request metrics whose handles are kept. Methods × the router's
+/// patterns × statuses stay far below it; past it, a request's metrics are looked up in
+/// the registry each time, as before the handles were kept.
+const MAX_REQUEST_HANDLES: usize = 4_096;
+
+/// The labels of a request's metrics: method, route pattern, status.
+type RequestLabels = (&'static str, &'static str, u16);
+
+/// The registered metrics of one [`RequestLabels`].
+struct RequestHandles {
+    count: metrics::Counter,
+    duration: metrics::Histogram,
+}
 
 /// Who may read `/metrics` and whether the server records at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +103,10 @@ pub(crate) struct Metrics {
     /// `uiblocks_sync_delivery_lag_seconds`, registered once: every open stream records
     /// into it on every change, so it is not looked up by name each time.
     delivery_lag: metrics::Histogram,
+    /// The request metrics by their labels, registered at their first request. Looking
+    /// them up in the registry, with the labels made and compared every time, was about
+    /// a tenth of the server's own instructions for a request (`benches/NOTES.md`).
+    requests: RwLock<foldhash::HashMap<RequestLabels, RequestHandles>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -115,6 +134,7 @@ impl Metrics {
             handle,
             samples: AtomicU64::new(0),
             delivery_lag,
+            requests: RwLock::default(),
         };
         metrics.scoped(describe);
         Arc::new(metrics)
@@ -125,30 +145,71 @@ impl Metrics {
         metrics::with_local_recorder(&self.recorder, f)
     }
 
-    /// One answered request.
+    /// One answered request: `route` is the router's pattern (`unmatched` for none).
     pub(crate) fn request(
+        &self,
+        method: &'static str,
+        route: Cow<'static, str>,
+        status: u16,
+        took: Duration,
+    ) {
+        let seconds = took.as_secs_f64();
+        match route {
+            Cow::Borrowed(route) => self.request_labelled((method, route, status), seconds),
+            // A pattern that is not one of the server's own (the router nested in a host's):
+            // looked up each time rather than kept.
+            Cow::Owned(route) => {
+                let handles = self.register_request(method, SharedString::from(route), status);
+                handles.count.increment(1);
+                handles.duration.record(seconds);
+            }
+        }
+        self.sampled();
+    }
+
+    /// Counts and times a request through the kept handles of `labels`, registering them
+    /// at their first request.
+    fn request_labelled(&self, labels: RequestLabels, seconds: f64) {
+        let kept = self.requests.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(handles) = kept.get(&labels) {
+            handles.count.increment(1);
+            handles.duration.record(seconds);
+            return;
+        }
+        drop(kept);
+        let (method, route, status) = labels;
+        let handles = self.register_request(method, SharedString::const_str(route), status);
+        handles.count.increment(1);
+        handles.duration.record(seconds);
+        let mut kept = self
+            .requests
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < MAX_REQUEST_HANDLES {
+            kept.entry(labels).or_insert(handles);
+        }
+    }
+
+    /// The request metrics of one label set, from the registry.
+    fn register_request(
         &self,
         method: &'static str,
         route: SharedString,
         status: u16,
-        took: Duration,
-    ) {
-        self.scoped(|| {
-            metrics::counter!(
+    ) -> RequestHandles {
+        self.scoped(|| RequestHandles {
+            count: metrics::counter!(
                 "uiblocks_http_requests_total",
                 "method" => method,
                 "route" => route.clone(),
                 "status" => status.to_string(),
-            )
-            .increment(1);
-            metrics::histogram!(
+            ),
+            duration: metrics::histogram!(
                 "uiblocks_http_request_duration_seconds",
                 "method" => method,
                 "route" => route,
-            )
-            .record(took.as_secs_f64());
-        });
-        self.sampled();
+            ),
+        })
     }
 
     /// One call of a source's `read` ended with `outcome` after `took`.
@@ -399,6 +460,39 @@ mod tests {
             other.contains("uiblocks_sync_delivery_lag_seconds_count 0\n"),
             "{other}"
         );
+    }
+
+    #[test]
+    fn requests_count_the_same_with_kept_handles_past_the_bound_and_for_foreign_routes() {
+        let metrics = Metrics::new();
+        let took = Duration::from_millis(2);
+        // More label sets than are kept: the later ones go through the registry.
+        let statuses = u16::try_from(MAX_REQUEST_HANDLES).unwrap() + 10;
+        for _ in 0..2 {
+            for status in 0..statuses {
+                metrics.request("GET", Cow::Borrowed("/kept"), status, took);
+            }
+        }
+        let kept = metrics.requests.read().unwrap().len();
+        assert_eq!(kept, MAX_REQUEST_HANDLES);
+        metrics.request("POST", Cow::Owned("/host/{id}".to_owned()), 200, took);
+        metrics.request("POST", Cow::Owned("/host/{id}".to_owned()), 200, took);
+        let text = metrics.render(&Snapshot::default());
+        for status in [0, 1, statuses - 1] {
+            let line = format!(
+                "uiblocks_http_requests_total{{method=\"GET\",route=\"/kept\",status=\"{status}\"}} 2\n"
+            );
+            assert!(text.contains(&line), "{line}");
+        }
+        let count = format!(
+            "uiblocks_http_request_duration_seconds_count{{method=\"GET\",route=\"/kept\"}} {}\n",
+            2 * u32::from(statuses)
+        );
+        assert!(text.contains(&count), "{count}");
+        assert!(text.contains(
+            "uiblocks_http_requests_total{method=\"POST\",route=\"/host/{id}\",status=\"200\"} 2\n"
+        ));
+        assert_eq!(metrics.requests.read().unwrap().len(), MAX_REQUEST_HANDLES);
     }
 
     #[test]

@@ -259,12 +259,12 @@ struct RequestLog<S> {
 /// The route label of a matched pattern: the `'static` pattern of [`ROUTES`] when it is
 /// one (no allocation), the pattern as matched otherwise (the router nested in a host's),
 /// `unmatched` without one.
-fn route_label(route: Option<&MatchedPath>) -> metrics::SharedString {
+fn route_label(route: Option<&MatchedPath>) -> std::borrow::Cow<'static, str> {
     match route {
-        None => metrics::SharedString::const_str("unmatched"),
+        None => std::borrow::Cow::Borrowed("unmatched"),
         Some(m) => match ROUTES.iter().find(|r| r.path == m.as_str()) {
-            Some(r) => metrics::SharedString::const_str(r.path),
-            None => metrics::SharedString::from(m.as_str().to_owned()),
+            Some(r) => std::borrow::Cow::Borrowed(r.path),
+            None => std::borrow::Cow::Owned(m.as_str().to_owned()),
         },
     }
 }

@@ -1492,14 +1492,9 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
          | --- | ---: | ---: | ---: |\n",
     );
     for (file, key, label, limit, target) in FANOUT_READS_ROWS {
-        let path = criterion.join(file);
-        let json = std::fs::read_to_string(&path).unwrap_or_default();
-        let stale = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| modified < started);
-        let (ours, ratio) = match json_number_after(&json, &[&format!("\"{key}\"")]) {
+        let (ours, ratio) = match figure(&criterion.join(file), key, started) {
             None => ("not run".to_owned(), "–".to_owned()),
-            Some(v) => (
+            Some((v, stale)) => (
                 format!("{v}{}", if stale { " (old run)" } else { "" }),
                 format!(
                     "{:.2} ({})",
@@ -1512,16 +1507,10 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
     }
     let cpu = ["fanout/streams_10000", "fanout/streams_10000_no_windows"].map(|name| {
         let path = criterion.join(name).join("figures.json");
-        let stale = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| modified < started);
-        std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|json| json_number_after(&json, &["\"cpu_us_per_stream\""]))
-            .map_or_else(
-                || "not run".to_owned(),
-                |us| format!("{us} µs{}", if stale { " (old run)" } else { "" }),
-            )
+        figure(&path, "cpu_us_per_stream", started).map_or_else(
+            || "not run".to_owned(),
+            |(us, stale)| format!("{us} µs{}", if stale { " (old run)" } else { "" }),
+        )
     });
     out.push_str(&format!(
         "\nServer CPU per stream and change (median of the rounds): {} with the spec's windows, \
@@ -1535,6 +1524,17 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
          and without the bad readers (in-run comparison, robust to the machine's load).\n",
     );
     out
+}
+
+/// The number under `key` in the figures file at `path`, and whether the file is older
+/// than `started` (its bench was filtered out of this run); `None` when it is missing.
+fn figure(path: &Path, key: &str, started: std::time::SystemTime) -> Option<(f64, bool)> {
+    let json = std::fs::read_to_string(path).ok()?;
+    let value = json_number_after(&json, &[&format!("\"{key}\"")])?;
+    let stale = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|modified| modified < started);
+    Some((value, stale))
 }
 
 /// Formats milliseconds with three significant digits or more.

@@ -68,6 +68,14 @@ struct RequestHandles {
     duration: metrics::Histogram,
 }
 
+impl RequestHandles {
+    /// Counts one request that took `seconds`.
+    fn record(&self, seconds: f64) {
+        self.count.increment(1);
+        self.duration.record(seconds);
+    }
+}
+
 /// Who may read `/metrics` and whether the server records at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -158,11 +166,9 @@ impl Metrics {
             Cow::Borrowed(route) => self.request_labelled((method, route, status), seconds),
             // A pattern that is not one of the server's own (the router nested in a host's):
             // looked up each time rather than kept.
-            Cow::Owned(route) => {
-                let handles = self.register_request(method, SharedString::from(route), status);
-                handles.count.increment(1);
-                handles.duration.record(seconds);
-            }
+            Cow::Owned(route) => self
+                .register_request(method, SharedString::from(route), status)
+                .record(seconds),
         }
         self.sampled();
     }
@@ -172,15 +178,13 @@ impl Metrics {
     fn request_labelled(&self, labels: RequestLabels, seconds: f64) {
         let kept = self.requests.read().unwrap_or_else(PoisonError::into_inner);
         if let Some(handles) = kept.get(&labels) {
-            handles.count.increment(1);
-            handles.duration.record(seconds);
+            handles.record(seconds);
             return;
         }
         drop(kept);
         let (method, route, status) = labels;
         let handles = self.register_request(method, SharedString::const_str(route), status);
-        handles.count.increment(1);
-        handles.duration.record(seconds);
+        handles.record(seconds);
         let mut kept = self
             .requests
             .write()

@@ -6,6 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use bytes::BytesMut;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
@@ -91,18 +92,39 @@ async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
             "Send the body as `Content-Type: application/json`.",
         ));
     }
-    let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    match body.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-        Err(e) if crate::server::is_body_timeout(&*e) => Err(ApiError::new(
-            ErrorCode::RequestTimeout,
-            "The body did not arrive in time.",
-        )),
-        Err(e) => Err(ApiError::bad_request(format!(
-            "The body could not be read: {e}."
-        ))),
+    let mut body = Limited::new(req.into_body(), MAX_BODY_BYTES);
+    // A body that came in one piece (a page's usual request) is answered as that piece,
+    // without collecting it into a list of pieces first.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                too_large()
+            } else if crate::server::is_body_timeout(&*e) {
+                ApiError::new(
+                    ErrorCode::RequestTimeout,
+                    "The body did not arrive in time.",
+                )
+            } else {
+                ApiError::bad_request(format!("The body could not be read: {e}."))
+            }
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers: not part of a JSON body
+        };
+        if let Some(joined) = &mut joined {
+            joined.extend_from_slice(&data);
+        } else if let Some(head) = first.take() {
+            let mut both = BytesMut::with_capacity(head.len() + data.len());
+            both.extend_from_slice(&head);
+            both.extend_from_slice(&data);
+            joined = Some(both);
+        } else {
+            first = Some(data);
+        }
     }
+    Ok(joined.map_or_else(|| first.unwrap_or_default(), BytesMut::freeze))
 }
 
 /// `payload-too-large` for a body over [`MAX_BODY_BYTES`].
@@ -244,7 +266,56 @@ pub(crate) fn request_source(headers: &axum::http::HeaderMap) -> Option<RequestS
 
 #[cfg(test)]
 mod tests {
-    use super::is_json;
+    use super::{MAX_BODY_BYTES, is_json, json_bytes};
+    use axum::body::{Body, Bytes};
+    use axum::extract::Request;
+
+    /// A JSON request whose body arrives in `pieces`, the last one possibly an error.
+    fn in_pieces(pieces: Vec<Result<Bytes, std::io::Error>>) -> Request {
+        Request::builder()
+            .header("content-type", "application/json")
+            .body(Body::from_stream(futures_util::stream::iter(pieces)))
+            .expect("a request")
+    }
+
+    #[tokio::test]
+    async fn a_body_in_pieces_is_read_whole_and_within_its_limit() {
+        let piece = |s: &'static str| Ok(Bytes::from_static(s.as_bytes()));
+        // One piece, several, empty ones between, none at all.
+        for (pieces, whole) in [
+            (vec![piece(r#"{"a":1}"#)], r#"{"a":1}"#),
+            (
+                vec![piece(r#"{"a""#), piece(":"), piece(r#"1}"#)],
+                r#"{"a":1}"#,
+            ),
+            (vec![piece(""), piece("{}"), piece("")], "{}"),
+            (vec![], ""),
+        ] {
+            let bytes = json_bytes(in_pieces(pieces)).await.expect("the body");
+            assert_eq!(bytes, whole.as_bytes());
+        }
+        // At the limit in two pieces, then one byte over it.
+        let half = Bytes::from(vec![b' '; MAX_BODY_BYTES / 2]);
+        let pieces = vec![Ok(half.clone()), Ok(half.clone())];
+        assert_eq!(
+            json_bytes(in_pieces(pieces))
+                .await
+                .expect("at the limit")
+                .len(),
+            MAX_BODY_BYTES
+        );
+        let pieces = vec![Ok(half.clone()), Ok(half), piece(" ")];
+        let e = json_bytes(in_pieces(pieces))
+            .await
+            .expect_err("over the limit");
+        assert_eq!(e.code().as_str(), "payload-too-large");
+        // A connection that fails mid-body.
+        let pieces = vec![piece("{"), Err(std::io::Error::other("reset"))];
+        let e = json_bytes(in_pieces(pieces))
+            .await
+            .expect_err("a failed body");
+        assert_eq!(e.code().as_str(), "bad-request");
+    }
 
     #[test]
     fn json_content_types() {

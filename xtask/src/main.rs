@@ -1252,7 +1252,7 @@ fn floor_row(criterion: &Path, started: std::time::SystemTime) -> String {
     let file = criterion.join("http_load/query_floor_ratio/figures.json");
     let json = std::fs::read_to_string(&file).unwrap_or_default();
     let n = |key: &str| json_number_after(&json, &[&format!("\"{key}\"")]);
-    let label = "cached `ui.query`, 100 keep-alive clients, vs the floor `GET /api/me` (target ≥ 0.80; ratio = median over 60 pairs of rounds)";
+    let label = "cached `ui.query`, 100 keep-alive clients, vs the floor `GET /api/me` (target ≥ 0.80; ratio = median over 240 pairs of rounds)";
     match (
         n("query_requests_per_sec"),
         n("floor_requests_per_sec"),

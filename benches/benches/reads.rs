@@ -5,7 +5,7 @@
 //!
 //! | figure (`reads/<name>/figures.json`) | what is measured |
 //! | --- | --- |
-//! | `pages_10000_classes_10` | source reads caused by one change (target ≤ 10, one per distinct arguments and access), every page answered `fresh` with a read id of its own after its own `authorize`; the latency of one page's change-driven `ui.query` (p50/p99) in rounds without and with one extra reader whose `authorize` hangs and one whose `authorize` fails, both asking first; target: the others' p99 with them ≤ 1.10 × without. Rounds alternate (clean, bad, clean, bad, …) and the figure is the median over rounds, so a load change on the machine hits both alike. |
+//! | `pages_10000_classes_10` | source reads caused by one change (target ≤ 10, one per distinct arguments and access), every page answered `fresh` with a read id of its own after its own `authorize`; the latency of one page's change-driven `ui.query` (p50/p99) in rounds without and with one extra reader whose `authorize` hangs and one whose `authorize` fails, both asking first; target: the others' p99 with them ≤ 1.10 × without. Rounds alternate (clean, bad, clean, bad, …), 21 of each, and the figure is the median over rounds, so a load change on the machine hits both alike (one round's p99 varies by about ±10% on the 2-core machine: with 7 rounds of each, two kinds of clean rounds differed by up to 10%). |
 //!
 //! The service runs on a 2-worker tokio runtime with the real clock; the source takes
 //! `READ_MS` per read. `cargo bench` (`--bench`) writes the figures under criterion's
@@ -316,7 +316,7 @@ fn main() {
         return;
     }
     let measure = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
-    let (pages, rounds) = if measure { (10_000, 7) } else { (200, 1) };
+    let (pages, rounds) = if measure { (10_000, 21) } else { (200, 1) };
     let classes = 10;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

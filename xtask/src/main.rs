@@ -1438,48 +1438,48 @@ fn http_table(criterion: &Path, started: std::time::SystemTime) -> String {
 
 /// The rows of issue 18 items 2 and 3 (`benches/benches/fanout.rs`, `reads.rs`): each
 /// figure from `<criterion>/<file>` under its key, its limit, and figure / limit (≤ 1 meets
-/// the target).
-const FANOUT_READS_ROWS: &[(&str, &str, &str, f64, &str)] = &[
+/// the target). A row without a limit is a figure for comparison, not one of the targets.
+const FANOUT_READS_ROWS: &[(&str, &str, &str, Option<f64>, &str)] = &[
     (
         "fanout/streams_10000/figures.json",
         "ready_p99_ms",
         "10,000 SSE streams: one change, p99 from the frame being ready (ms)",
-        100.0,
+        Some(100.0),
         "≤ 100",
     ),
     (
         "fanout/streams_10000/figures.json",
         "write_p99_ms",
         "10,000 SSE streams: one change, p99 from the write, spec windows (ms)",
-        250.0,
+        Some(250.0),
         "≤ 250",
     ),
     (
         "fanout/streams_10000_no_windows/figures.json",
         "write_p99_ms",
-        "10,000 SSE streams: one change, p99 from the write, windows 1 ms (ms)",
-        100.0,
-        "≤ 100",
+        "10,000 SSE streams: one change, p99 from the write, windows 1 ms (ms; for comparison: the write, its commit and the fan-out)",
+        None,
+        "–",
     ),
     (
         "fanout/streams_10000/figures.json",
         "kb_per_stream",
         "Server RSS per open idle stream (KB)",
-        16.0,
+        Some(16.0),
         "≤ 16",
     ),
     (
         "reads/pages_10000_classes_10/figures.json",
         "reads_per_change",
         "Source reads per change, 10,000 pages in 10 access classes",
-        10.0,
+        Some(10.0),
         "≤ 10",
     ),
     (
         "reads/pages_10000_classes_10/figures.json",
         "p99_ratio",
         "Others' p99 with a hanging and a failing authorize / without",
-        1.10,
+        Some(1.10),
         "≤ 1.10",
     ),
 ];
@@ -1496,10 +1496,15 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
             None => ("not run".to_owned(), "–".to_owned()),
             Some((v, stale)) => (
                 format!("{v}{}", if stale { " (old run)" } else { "" }),
-                format!(
-                    "{:.2} ({})",
-                    v / limit,
-                    if v <= *limit { "meets" } else { "misses" }
+                limit.map_or_else(
+                    || "–".to_owned(),
+                    |limit| {
+                        format!(
+                            "{:.2} ({})",
+                            v / limit,
+                            if v <= limit { "meets" } else { "misses" }
+                        )
+                    },
                 ),
             ),
         };

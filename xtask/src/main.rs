@@ -1477,6 +1477,13 @@ const FANOUT_READS_ROWS: &[(&str, &str, &str, Option<f64>, &str)] = &[
     ),
     (
         "reads/pages_10000_classes_10/figures.json",
+        "p99_ms",
+        "Change-driven `ui.query` of 10,000 pages after one change, p99 (ms; for comparison: `sync.md` has pages re-read within about a second)",
+        None,
+        "–",
+    ),
+    (
+        "reads/pages_10000_classes_10/figures.json",
         "p99_ratio",
         "Others' p99 with a hanging and a failing authorize / without",
         Some(1.10),
@@ -1584,4 +1591,44 @@ fn json_string_field(json: &str, key: &str) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fanout_reads_table;
+
+    #[test]
+    fn the_fan_out_and_reads_table_judges_the_targets_and_only_them() {
+        let dir = std::env::temp_dir().join(format!("xtask-table-{}", std::process::id()));
+        let write = |name: &str, json: &str| {
+            let path = dir.join(name);
+            std::fs::create_dir_all(&path).expect("a directory");
+            std::fs::write(path.join("figures.json"), json).expect("a figures file");
+        };
+        write(
+            "fanout/streams_10000",
+            r#"{"kb_per_stream": 14.6, "write_p99_ms": 251.5, "ready_p99_ms": 94.1}"#,
+        );
+        write(
+            "reads/pages_10000_classes_10",
+            r#"{"reads_per_change": 10, "p99_ms": 157.8, "p99_hanging_ms": 160.7, "p99_ratio": 1.018}"#,
+        );
+        let table = fanout_reads_table(&dir, std::time::UNIX_EPOCH);
+        std::fs::remove_dir_all(&dir).expect("removed");
+        let row = |label: &str| {
+            table
+                .lines()
+                .find(|line| line.contains(label))
+                .unwrap_or_else(|| panic!("no row {label:?} in {table}"))
+                .to_owned()
+        };
+        assert!(row("from the frame being ready").ends_with("| ≤ 100 | 94.1 | 0.94 (meets) |"));
+        assert!(row("from the write, spec windows").ends_with("| ≤ 250 | 251.5 | 1.01 (misses) |"));
+        // A figure for comparison has no target and is judged neither way; a missing file
+        // says so.
+        assert!(row("windows 1 ms").ends_with("| – | not run | – |"));
+        assert!(row("Change-driven").ends_with("| – | 157.8 | – |"));
+        assert!(row("Others' p99").ends_with("| ≤ 1.10 | 1.018 | 0.93 (meets) |"));
+        assert!(row("Source reads per change").ends_with("| ≤ 10 | 10 | 1.00 (meets) |"));
+    }
 }

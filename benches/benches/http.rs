@@ -38,7 +38,6 @@ use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{HeaderMap, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use memchr::memmem;
 use serde_json::{Value as Json, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
@@ -530,7 +529,6 @@ async fn query_load(addr: SocketAddr, sizes: Sizes) -> QueryFigures {
                 Some(payload.clone()),
             );
             assert_eq!(send(&mut sender, req).await.0, StatusCode::OK);
-            let checks = Checks::new();
             gate.wait().await;
             let mut latencies = Vec::new();
             let mut read_ids = vec![read_id];
@@ -545,7 +543,7 @@ async fn query_load(addr: SocketAddr, sizes: Sizes) -> QueryFigures {
                 let started = Instant::now();
                 let (status, _, body) = send(&mut sender, req).await;
                 latencies.push(started.elapsed());
-                let id = checks.fresh_answer(Route::Query, status, &body);
+                let id = fresh_answer(Route::Query, status, &body);
                 if !read_ids.iter().any(|seen| *seen == id) {
                     read_ids.push(id.to_owned());
                 }
@@ -759,7 +757,6 @@ async fn load_round(
     for mut client in clients {
         let (next, gate, payload) = (next.clone(), gate.clone(), payload.clone());
         tasks.push(tokio::spawn(async move {
-            let checks = Checks::new();
             gate.wait().await;
             let mut latencies = Vec::new();
             let mut read_ids: Vec<String> = Vec::new();
@@ -768,7 +765,7 @@ async fn load_round(
                 let started = Instant::now();
                 let (status, _, body) = send(&mut client.sender, req).await;
                 latencies.push(started.elapsed());
-                let id = checks.fresh_answer(route, status, &body);
+                let id = fresh_answer(route, status, &body);
                 if route == Route::Query && !read_ids.iter().any(|seen| *seen == id) {
                     read_ids.push(id.to_owned());
                 }
@@ -795,52 +792,27 @@ async fn load_round(
     round
 }
 
-/// What a load client checks in every answer, with its substring finders built once (a
-/// `str::contains` builds its searcher on every call, and `String::from_utf8_lossy` checks
-/// byte by byte: together about 3,800 instructions per `ui.query` answer, spent by the load
-/// generator on the cores it shares with the server; `benches/NOTES.md`).
-struct Checks {
-    alice: memmem::Finder<'static>,
-    fresh: memmem::Finder<'static>,
-    read_id: memmem::Finder<'static>,
-}
-
-impl Checks {
-    /// The `readId` key and its opening quote.
-    const READ_ID: &'static [u8] = b"\"readId\":\"";
-
-    fn new() -> Checks {
-        Checks {
-            alice: memmem::Finder::new(b"\"alice\""),
-            fresh: memmem::Finder::new(b"\"state\":\"fresh\""),
-            read_id: memmem::Finder::new(Checks::READ_ID),
+/// Panics unless `body` is a `200` answer of `route` in UTF-8 (checked as a whole, not byte
+/// by byte as a lossy decoding would): `/api/me` names `alice`, a `ui.query` answer is
+/// `fresh` with a `readId`, which is returned (empty for the floor). The one check of both
+/// loads.
+fn fresh_answer(route: Route, status: StatusCode, body: &[u8]) -> &str {
+    const READ_ID: &str = "\"readId\":\"";
+    let text = std::str::from_utf8(body)
+        .unwrap_or_else(|e| panic!("{route:?}: an answer not in UTF-8 ({e}): {body:?}"));
+    assert_eq!(status, StatusCode::OK, "{route:?}: {text}");
+    match route {
+        Route::Floor => {
+            assert!(text.contains("\"alice\""), "{text}");
+            ""
         }
-    }
-
-    /// Panics unless `body` is a `200` answer of `route` in UTF-8: `/api/me` names `alice`,
-    /// a `ui.query` answer is `fresh` with a `readId`, which is returned (empty for the
-    /// floor).
-    fn fresh_answer<'a>(&self, route: Route, status: StatusCode, body: &'a [u8]) -> &'a str {
-        let text = std::str::from_utf8(body)
-            .unwrap_or_else(|e| panic!("{route:?}: an answer not in UTF-8 ({e}): {body:?}"));
-        assert_eq!(status, StatusCode::OK, "{route:?}: {text}");
-        match route {
-            Route::Floor => {
-                assert!(self.alice.find(body).is_some(), "{text}");
-                ""
-            }
-            Route::Query => {
-                assert!(self.fresh.find(body).is_some(), "{text}");
-                self.read_id_of(text)
-                    .unwrap_or_else(|| panic!("no readId: {text}"))
-            }
+        Route::Query => {
+            assert!(text.contains("\"state\":\"fresh\""), "{text}");
+            text.find(READ_ID)
+                .map(|at| &text[at + READ_ID.len()..])
+                .and_then(|rest| rest.find('"').map(|end| &rest[..end]))
+                .unwrap_or_else(|| panic!("no readId: {text}"))
         }
-    }
-
-    /// The `readId` of an answer's JSON text.
-    fn read_id_of<'a>(&self, text: &'a str) -> Option<&'a str> {
-        let rest = &text[self.read_id.find(text.as_bytes())? + Checks::READ_ID.len()..];
-        rest.find('"').map(|end| &rest[..end])
     }
 }
 

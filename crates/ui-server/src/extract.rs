@@ -6,7 +6,6 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use bytes::BytesMut;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
@@ -92,39 +91,18 @@ async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
             "Send the body as `Content-Type: application/json`.",
         ));
     }
-    let mut body = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    // A body that came in one piece (a page's usual request) is answered as that piece,
-    // without collecting it into a list of pieces first.
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<BytesMut> = None;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            if e.is::<LengthLimitError>() {
-                too_large()
-            } else if crate::server::is_body_timeout(&*e) {
-                ApiError::new(
-                    ErrorCode::RequestTimeout,
-                    "The body did not arrive in time.",
-                )
-            } else {
-                ApiError::bad_request(format!("The body could not be read: {e}."))
-            }
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers: not part of a JSON body
-        };
-        if let Some(joined) = &mut joined {
-            joined.extend_from_slice(&data);
-        } else if let Some(head) = first.take() {
-            let mut both = BytesMut::with_capacity(head.len() + data.len());
-            both.extend_from_slice(&head);
-            both.extend_from_slice(&data);
-            joined = Some(both);
-        } else {
-            first = Some(data);
-        }
+    let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
+    match body.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
+        Err(e) if crate::server::is_body_timeout(&*e) => Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            "The body did not arrive in time.",
+        )),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "The body could not be read: {e}."
+        ))),
     }
-    Ok(joined.map_or_else(|| first.unwrap_or_default(), BytesMut::freeze))
 }
 
 /// `payload-too-large` for a body over [`MAX_BODY_BYTES`].

@@ -14,7 +14,8 @@
 //!   accessibility checks.
 //! - `cargo xtask mcp-inspector` — only the Inspector step of `ci` (below).
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
-//!   (`cargo bench -p benches`), then one table of their figures.
+//!   (`cargo bench -p benches`), then one table of their figures, after a line on the
+//!   machine's state over the run (load average, busy and stolen CPU time; [`machine`]).
 //!
 //!   `uiblocks mcp` is driven by the official MCP Inspector's command line
 //!   (`@modelcontextprotocol/inspector --cli`), which needs Node 22: both are installed,
@@ -23,6 +24,8 @@
 //!
 //! Each step prints the command it runs; the first failing step stops the run with a
 //! non-zero exit code.
+
+mod machine;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -1122,6 +1125,7 @@ fn bench(root: &Path, extra: &[String]) -> Result<(), String> {
         )?;
     }
     let started = std::time::SystemTime::now();
+    let machine_at_start = machine::Snapshot::take();
     if runs_cargo_bench {
         run(
             root,
@@ -1140,7 +1144,8 @@ fn bench(root: &Path, extra: &[String]) -> Result<(), String> {
     if runs_browser || browser_only {
         browser_bench(root, &criterion)?;
     }
-    println!("\n{}", bench_table(&criterion, started));
+    let machine = machine::summary(&machine_at_start, &machine::Snapshot::take());
+    println!("\n{machine}{}", bench_table(&criterion, started));
     Ok(())
 }
 

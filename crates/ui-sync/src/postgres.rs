@@ -181,7 +181,9 @@ impl Setup {
         let (client, connection) = self.config.connect(NoTls).await.map_err(db)?;
         tokio::spawn(async move {
             // Ends with an error when the server goes away; the next call reconnects.
-            let _ = connection.await;
+            if let Err(e) = connection.await {
+                tracing::warn!(target: "ui_sync", error = %e, "a change log connection failed");
+            }
         });
         client.batch_execute(&self.session).await.map_err(db)?;
         Ok(Live {
@@ -274,41 +276,79 @@ impl Listen {
 async fn listener(config: Config, listen: Arc<Listen>, min: Duration, max: Duration) {
     let mut delay = min;
     loop {
-        if let Ok((client, mut connection)) = config.connect(NoTls).await {
-            let state = listen.clone();
-            let driver = tokio::spawn(async move {
-                while let Some(Ok(message)) =
-                    std::future::poll_fn(|cx| connection.poll_message(cx)).await
-                {
-                    if let AsyncMessage::Notification(n) = message
-                        && n.channel() == CHANNEL
-                    {
-                        state.notified(n.payload());
-                    }
+        match config.connect(NoTls).await {
+            Ok((client, connection)) => {
+                if listen_on(&client, connection, &listen).await {
+                    delay = min;
                 }
-            });
-            let started = async {
-                client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-                client.query_one("SELECT pg_backend_pid()", &[]).await
-            };
-            if let Ok(row) = started.await {
-                listen
-                    .pid
-                    .store(row.try_get::<_, i32>(0).unwrap_or(0), Ordering::SeqCst);
-                delay = min;
-                // Listening from here on; whatever was committed before is caught up.
-                listen.wake();
-                // Runs until the connection ends; the client must live as long.
-                let _ = driver.await;
-                listen.pid.store(0, Ordering::SeqCst);
-            } else {
-                driver.abort();
             }
-            drop(client);
+            Err(e) => tracing::warn!(
+                target: "ui_sync",
+                error = %e,
+                retry_ms = delay.as_millis() as u64,
+                "the change log's listener cannot connect"
+            ),
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(max);
     }
+}
+
+/// One connection of the [`listener`]: `LISTEN`, wake the tailer, and pass notifications
+/// on until the connection ends; whether `LISTEN` was accepted. Every way it ends is
+/// logged: the listener then connects again.
+async fn listen_on(
+    client: &Client,
+    mut connection: tokio_postgres::Connection<
+        tokio_postgres::Socket,
+        tokio_postgres::tls::NoTlsStream,
+    >,
+    listen: &Arc<Listen>,
+) -> bool {
+    let state = Arc::clone(listen);
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) if n.channel() == CHANNEL => {
+                    state.notified(n.payload());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    let started = async {
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        client.query_one("SELECT pg_backend_pid()", &[]).await
+    };
+    let row = match started.await {
+        Ok(row) => row,
+        Err(e) => {
+            driver.abort();
+            tracing::warn!(target: "ui_sync", error = %e, "the change log's listener cannot LISTEN");
+            return false;
+        }
+    };
+    listen
+        .pid
+        .store(row.try_get::<_, i32>(0).unwrap_or(0), Ordering::SeqCst);
+    // Listening from here on; whatever was committed before is caught up.
+    listen.wake();
+    // Runs until the connection ends; the client lives as long (it is borrowed).
+    match driver.await {
+        Ok(Ok(())) => {
+            tracing::info!(target: "ui_sync", "the change log's listener connection closed")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(target: "ui_sync", error = %e, "the change log's listener connection failed")
+        }
+        Err(e) => {
+            tracing::error!(target: "ui_sync", error = %e, "the change log's listener task ended abnormally")
+        }
+    }
+    listen.pid.store(0, Ordering::SeqCst);
+    true
 }
 
 /// The column arrays of an append ([`APPEND_SQL`]).

@@ -514,7 +514,9 @@ impl SyncService {
         self.inner.stop.send_replace(true);
         let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
         for task in tasks {
-            let _ = task.await;
+            if let Err(e) = task.await {
+                tracing::error!(target: "ui_sync", error = %e, "a change log task ended abnormally");
+            }
         }
     }
 }

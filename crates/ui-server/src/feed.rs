@@ -27,7 +27,10 @@ use crate::limits::{CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDO
 use crate::state::AppState;
 use crate::woken::Woken;
 
-/// Delay before a failed lag catch-up is tried again, in ms.
+/// Delay before a failed lag catch-up is tried again, in ms. The wait races the stream's
+/// timers (flush, tick, lifetime), its sign-out and the graceful shutdown, so a stream
+/// whose catch-up keeps failing still ticks, rotates at the end of its life and ends when
+/// its session or the server does.
 const CATCH_UP_RETRY_MS: u64 = 1_000;
 /// Longest wait for the authenticator to re-resolve a principal's memberships; a stream
 /// whose memberships cannot be re-resolved in time rotates (the client reconnects at once
@@ -143,6 +146,8 @@ pub(crate) async fn events(
         // Set before its first poll (a branch without a deadline is never polled).
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         timer_at: None,
+        catch_up_retry_at: None,
+        catch_up_failing: None,
     };
     // The socket pulls the frames: no task or channel of its own per stream, and a client
     // that stops reading stops the stream (backpressure, `sync.md` §9.2).
@@ -219,7 +224,54 @@ struct Connection {
     /// deadline it is set to.
     timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     timer_at: Option<tokio::time::Instant>,
+    /// When a failed lag catch-up is tried again, on the stream clock (ms).
+    catch_up_retry_at: Option<u64>,
+    /// Held while this stream's catch-ups fail (counted in the state).
+    catch_up_failing: Option<CatchUpFailing>,
     _slot: StreamSlot,
+}
+
+/// One stream in a run of failed lag catch-ups: counted in
+/// [`AppState::failing_catch_ups`] from the first failure until a catch-up succeeds or the
+/// stream ends. The first stream of a process-wide run warns; the others (a log outage
+/// fails every lagging stream at once, maybe 10,000) log at debug.
+struct CatchUpFailing(AppState);
+
+impl CatchUpFailing {
+    fn begin(state: &AppState, error: &SyncError) -> Self {
+        let before = state
+            .failing_catch_ups()
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if before == 0 {
+            tracing::warn!(
+                %error,
+                retry_ms = CATCH_UP_RETRY_MS,
+                "an event stream's catch-up read failed; lagging streams retry until it \
+                 succeeds (further failures of this run log at debug)"
+            );
+        }
+        CatchUpFailing(state.clone())
+    }
+
+    /// A catch-up succeeded again.
+    fn end(self) {
+        if self
+            .0
+            .failing_catch_ups()
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 1
+        {
+            tracing::info!("event streams' catch-up reads succeed again");
+        }
+    }
+}
+
+impl Drop for CatchUpFailing {
+    fn drop(&mut self) {
+        self.0
+            .failing_catch_ups()
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// What woke a stream up.
@@ -367,17 +419,44 @@ impl Connection {
 
     /// Waits for what happens next and returns the frames it makes (maybe none).
     async fn step(&mut self) -> Vec<Frame> {
-        if self.conn.needs_catch_up() {
-            return match Box::pin(self.catch_up()).await {
-                Ok(frames) => frames,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(CATCH_UP_RETRY_MS)).await;
-                    Vec::new()
+        if self.conn.needs_catch_up()
+            && self
+                .catch_up_retry_at
+                .is_none_or(|at| self.state.now_ms() >= at)
+        {
+            match Box::pin(self.catch_up()).await {
+                Ok(frames) => {
+                    self.catch_up_retry_at = None;
+                    if let Some(failing) = self.catch_up_failing.take() {
+                        failing.end();
+                    }
+                    return frames;
                 }
-            };
+                Err(error) => {
+                    tracing::debug!(
+                        user = %self.principal.user_id,
+                        %error,
+                        retry_ms = CATCH_UP_RETRY_MS,
+                        "an event stream's catch-up read failed; it retries"
+                    );
+                    if self.catch_up_failing.is_none() {
+                        self.catch_up_failing = Some(CatchUpFailing::begin(&self.state, &error));
+                    }
+                    self.catch_up_retry_at =
+                        Some(self.state.now_ms().saturating_add(CATCH_UP_RETRY_MS));
+                }
+            }
         }
         let state = &self.state;
         let conn = &mut self.conn;
+        // Lagging (its catch-up failed): no hub batch is taken until a catch-up succeeds;
+        // the retry waits beside the timers, the sign-out and the shutdown.
+        let lagging = conn.needs_catch_up();
+        let retry = futures_util::future::OptionFuture::from(
+            self.catch_up_retry_at
+                .filter(|_| lagging)
+                .map(|ms| tokio::time::sleep_until(state.started() + Duration::from_millis(ms))),
+        );
         let deadline = conn
             .next_deadline()
             .map(|ms| state.started() + Duration::from_millis(ms));
@@ -396,7 +475,7 @@ impl Connection {
             // The timer first: a stream woken by it goes on to write at once.
             biased;
             () = timer, if deadline.is_some() => Step::Frames(conn.poll_timers(state.now_ms())),
-            (batch, receiver) = &mut *hub => {
+            (batch, receiver) = &mut *hub, if !lagging => {
                 hub.inner_mut().set(next_batch(receiver));
                 match batch {
                     Ok(batch) => Step::Batch(batch),
@@ -421,6 +500,8 @@ impl Connection {
                 let retry = (random_unit() * SHUTDOWN_RETRY_MS as f64) as u64;
                 Step::Frames(conn.shutdown(retry, state.now_ms()))
             }
+            // The catch-up is due again (the next step runs it).
+            Some(()) = retry, if lagging => Step::Frames(Vec::new()),
         };
         let frames = match step {
             Step::Frames(frames) => frames,

@@ -83,6 +83,9 @@ struct Inner {
     readiness: tokio::sync::Mutex<Readiness>,
     /// Readiness probes completed (read before waiting for the lock).
     probes: std::sync::atomic::AtomicU64,
+    /// Event streams whose lag catch-up is failing now: the first one of a run warns,
+    /// the others log at debug (a log outage fails every lagging stream at once).
+    failing_catch_ups: std::sync::atomic::AtomicUsize,
 }
 
 /// Longest wait for the database in a readiness probe.
@@ -362,6 +365,7 @@ impl AppBuilder {
                 metrics_token: config.metrics.token,
                 readiness: tokio::sync::Mutex::new(Readiness::Ready),
                 probes: std::sync::atomic::AtomicU64::new(0),
+                failing_catch_ups: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -526,6 +530,11 @@ impl AppState {
 
     pub(crate) fn started(&self) -> tokio::time::Instant {
         self.inner.started
+    }
+
+    /// The event streams whose lag catch-up is failing now (`GET /ui/events`).
+    pub(crate) fn failing_catch_ups(&self) -> &std::sync::atomic::AtomicUsize {
+        &self.inner.failing_catch_ups
     }
 
     /// Takes one poll token of `session` (`sync.md` §4.1); the wait in ms when none is

@@ -1,6 +1,7 @@
 //! The server under configured limits, an injected clock and failing writes: a chat's
 //! growth is bounded and read in pages, a failed write fails its request or is retried,
-//! and one configuration (limits, clock) reaches every request type.
+//! one configuration (limits, clock) reaches every request type, and an event stream whose
+//! lag catch-up keeps failing still ticks and ends at sign-out, shutdown or its lifetime.
 
 #![allow(missing_docs)]
 
@@ -408,4 +409,135 @@ async fn configured_limits_and_the_injected_clock_reach_every_request() {
         .body;
     let choice_item = &page["items"][0];
     assert!(near_base(&choice_item["uiChoice"]["at"]), "{page}");
+}
+
+// ---- failing catch-up reads of event streams ----
+
+const SECS: Duration = Duration::from_secs(5);
+
+/// `/ui/events` of `cookie` in process: the body is pulled only when the test reads it, so
+/// hub batches pile up meanwhile.
+async fn stream_of(app: &App, cookie: &str) -> Sse<axum::body::Body> {
+    use tower::ServiceExt as _;
+    let req = axum::http::Request::builder()
+        .uri("/ui/events")
+        .header("cookie", cookie)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    Sse::new(response.into_body())
+}
+
+/// A server whose hub holds one batch, with `users` signed in, each with an open stream
+/// that lagged (two batches went by unread) and whose catch-up read fails (the log's table
+/// is gone): each stream still ticks, at the cursor of its `hello` (no event went out).
+async fn failing_catch_ups(
+    change: impl FnOnce(&mut ui_server::ServerConfig),
+    users: &[&str],
+) -> (App, Vec<(String, Sse<axum::body::Body>)>) {
+    let dir = TempDir::new("catch-up");
+    let mut config = config(&dir);
+    config.sync_limits = config.sync_limits.with("hubCapacity", 1).unwrap();
+    change(&mut config);
+    let app = App::with_config(config, dir).await;
+    let mut streams = Vec::new();
+    let mut hellos = Vec::new();
+    for user in users {
+        let cookie = app.login(user).await;
+        let mut stream = stream_of(&app, &cookie).await;
+        let hello = stream.next(SECS).await.unwrap();
+        assert_eq!(hello.event, "hello");
+        hellos.push(hello.id.unwrap());
+        streams.push((cookie, stream));
+    }
+    for _ in 0..2 {
+        let cursor = app
+            .state
+            .sync()
+            .record_and_wait(ui_sync::ChangeDraft {
+                source: "ci.runs".into(),
+                audience: Some(ui_sync::Audience::project("web")),
+                key: None,
+                rs: None,
+            })
+            .await
+            .unwrap();
+        assert!(app.state.sync().catch_up_to(cursor.seq, SECS).await);
+    }
+    inject(&app, BREAK_LOG);
+    for ((_, stream), hello) in streams.iter_mut().zip(&hellos) {
+        let tick = stream
+            .next(SECS)
+            .await
+            .expect("a lagging stream still ticks");
+        assert_eq!(tick.event, "tick", "{tick:?}");
+        assert_eq!(tick.id.as_ref(), Some(hello), "no catch-up went out");
+    }
+    (app, streams)
+}
+
+const BREAK_LOG: &str = "ALTER TABLE ui_sync_events RENAME TO ui_sync_events_gone;";
+const MEND_LOG: &str = "ALTER TABLE ui_sync_events_gone RENAME TO ui_sync_events;";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_catch_up_fails_is_signed_out_and_recovers_with_the_log() {
+    // Two sessions of alice (project `web`, the events' audience).
+    let (app, mut streams) = failing_catch_ups(|_| {}, &["alice", "alice"]).await;
+    let (_, mut other_stream) = streams.pop().unwrap();
+    let (alice, mut alice_stream) = streams.pop().unwrap();
+    let a = app.post("/api/logout", &alice, json!({})).await;
+    assert_eq!(a.status, StatusCode::NO_CONTENT, "{a:?}");
+    let frames = alice_stream.until("bye", SECS).await;
+    let bye = frames.last().expect("the signed-out stream ends");
+    assert_eq!(
+        (bye.event.as_str(), &bye.data["reason"]),
+        ("bye", &json!("signed-out"))
+    );
+    assert!(alice_stream.next(SECS).await.is_none(), "the stream closed");
+
+    // The other session's stream retries; once the log reads again its catch-up goes out.
+    inject(&app, MEND_LOG);
+    let frames = other_stream.until("changes", SECS).await;
+    let changes = frames.last().expect("the catch-up goes out");
+    assert_eq!(changes.event, "changes", "{frames:?}");
+    assert_eq!(changes.data["events"][0]["source"], "ci.runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_catch_up_fails_rotates_at_the_end_of_its_life() {
+    let (_app, mut streams) = failing_catch_ups(
+        |config| {
+            config.sync_limits = config
+                .sync_limits
+                .with("streamLifetime", 2_000)
+                .unwrap()
+                .with("streamLifetimeJitter", 1)
+                .unwrap();
+        },
+        &["alice"],
+    )
+    .await;
+    let (_, mut stream) = streams.pop().unwrap();
+    let frames = stream.until("bye", SECS).await;
+    let bye = frames.last().expect("the stream ends at its lifetime");
+    assert_eq!(
+        (bye.event.as_str(), &bye.data["reason"]),
+        ("bye", &json!("rotate"))
+    );
+    assert!(stream.next(SECS).await.is_none(), "the stream closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_catch_up_fails_says_bye_at_a_shutdown() {
+    let (app, mut streams) = failing_catch_ups(|_| {}, &["alice"]).await;
+    let (_, mut stream) = streams.pop().unwrap();
+    app.state.shut_down_streams();
+    let frames = stream.until("bye", SECS).await;
+    let bye = frames.last().expect("the stream ends at the shutdown");
+    assert_eq!(
+        (bye.event.as_str(), &bye.data["reason"]),
+        ("bye", &json!("shutdown"))
+    );
+    assert!(stream.next(SECS).await.is_none(), "the stream closed");
 }

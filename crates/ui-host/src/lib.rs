@@ -23,6 +23,12 @@
 //!   then fails (`internal`, or `refused-choice` for a full chat), a freeze retries.
 //! - [`UiQueries::configured`] takes every limit group ([`ServiceLimits`]); every budget
 //!   measures time on the injected [`HostClock`] ([`BudgetClock`]), never a fresh clock.
+//! - Every call into host code is bounded by the read timeout (`readTimeoutMilliseconds`),
+//!   not only `read`: a `capture` that does not settle fails the capture
+//!   (`access-unavailable`, as any failed capture), an `authorize` answers `timed-out` (a
+//!   failed reading, or a choice refused `refused-query`), a `link` is `plain` with
+//!   `timed-out` (`host.md` §17.7). Host code that panics fails only its own request: the
+//!   capture, read or freeze it ran in leaves nothing behind for later requests to join.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -27,7 +27,7 @@ pub struct Knobs {
     /// Milliseconds each read takes.
     pub delay_ms: AtomicUsize,
     /// 0 ok, 1 fail, 2 refuse, 3 deny in authorize, 4 wait for the cancellation token
-    /// (then fail), 5 deny in authorize with a plain error.
+    /// (then fail), 5 deny in authorize with a plain error, 6 authorize never answers.
     pub mode: AtomicUsize,
     /// Length of the string in the result (0: a small record).
     pub result_len: AtomicUsize,
@@ -43,6 +43,8 @@ pub struct Knobs {
     pub captured_for: std::sync::Mutex<Vec<String>>,
     /// Milliseconds each `capture` takes.
     pub capture_delay_ms: AtomicUsize,
+    /// Whether `capture` panics (a host with a bug).
+    pub capture_panics: std::sync::atomic::AtomicBool,
 }
 
 impl Knobs {
@@ -143,6 +145,7 @@ impl TestHost {
                 match k.mode.load(Ordering::SeqCst) {
                     3 => Err(UiRefusal::new("outside-project", k.message_or("revoked")).into()),
                     5 => Err(HostError::message(k.message_or("no rights"))),
+                    6 => std::future::pending().await,
                     _ => Ok(()),
                 }
             }
@@ -169,6 +172,10 @@ impl UiHost for TestHost {
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
+        assert!(
+            !self.knobs.capture_panics.load(Ordering::SeqCst),
+            "a host's capture with a bug"
+        );
         self.capture
             .lock()
             .unwrap()
@@ -202,6 +209,7 @@ impl LinkResolver for TestHost {
             "secret" => {
                 Err(UiRefusal::new("outside-project", self.knobs.message_or("not yours")).into())
             }
+            "hang" => std::future::pending().await,
             "offline" => Err(HostError::message(
                 self.knobs.message_or("the repository is offline"),
             )),

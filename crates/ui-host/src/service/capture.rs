@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use ui_compiler::{Block, has_fence, may_reference_host};
 use ui_core::{Budget, Value};
 
-use super::{UiQueries, lock};
+use super::{OnDrop, UiQueries, lock};
 use crate::clock::BudgetClock;
 use crate::store::{AccessRecord, UiQueryState};
 
@@ -30,9 +30,19 @@ impl UiQueries {
                     let (tx, rx) = watch::channel(None);
                     captures.insert(k.clone(), rx.clone());
                     let this = Arc::clone(self);
+                    // However the capture ends, a panicking host included, its entry goes:
+                    // the next request captures again instead of joining a dead capture.
+                    let forget = OnDrop::new({
+                        let this = Arc::clone(self);
+                        move || {
+                            lock(&this.captures).remove(&k);
+                        }
+                    });
+                    let (chat, item) = (chat_id.to_owned(), item_id.to_owned());
                     tokio::spawn(async move {
-                        let outcome = this.capture(&k.0, &k.1).await;
-                        lock(&this.captures).remove(&k);
+                        let outcome = this.capture(&chat, &item).await;
+                        drop(forget);
+                        // Every joiner may have gone: nobody is left to tell.
                         let _ = tx.send(Some(outcome));
                     });
                     rx
@@ -101,12 +111,38 @@ impl UiQueries {
             return None;
         }
         let info = self.store.chat_info(chat_id).await?;
-        let captured = self.host.capture(&info).await.ok()?;
+        let captured = match self.within_timeout(self.host.capture(&info)).await {
+            Some(Ok(captured)) => captured,
+            Some(Err(e)) => {
+                tracing::warn!(chat_id, item_id, error = %e, "the host's capture failed");
+                return None;
+            }
+            None => {
+                tracing::warn!(
+                    chat_id,
+                    item_id,
+                    "the host's capture did not answer in time"
+                );
+                return None;
+            }
+        };
         let clock = BudgetClock(&*self.clock);
-        let copy = Budget::new(self.ui_limits, &clock)
-            .copy_value(&captured)
-            .ok()?;
-        if copy.js_json_len() as u64 > self.limits.access_bytes() {
+        let copy = match Budget::new(self.ui_limits, &clock).copy_value(&captured) {
+            Ok(copy) => copy,
+            Err(f) => {
+                tracing::warn!(chat_id, item_id, reason = %f.message, "the captured access cannot be copied");
+                return None;
+            }
+        };
+        let bytes = copy.js_json_len() as u64;
+        if bytes > self.limits.access_bytes() {
+            tracing::warn!(
+                chat_id,
+                item_id,
+                bytes,
+                limit = self.limits.access_bytes(),
+                "the captured access is over the size limit"
+            );
             return None;
         }
         let copy = Arc::new(copy);
@@ -161,9 +197,15 @@ impl UiQueries {
             let k = (chat_id.to_owned(), item_id.to_owned());
             if lock(&self.freezing).insert(k.clone()) {
                 let this = Arc::clone(self);
-                tokio::spawn(async move {
-                    this.freeze(&k.0, &k.1).await;
+                let (chat, item) = k.clone();
+                // However the freeze ends, its mark goes, so a later final call may freeze.
+                let unmark = OnDrop::new(move || {
                     lock(&this.freezing).remove(&k);
+                });
+                let this = Arc::clone(self);
+                tokio::spawn(async move {
+                    this.freeze(&chat, &item).await;
+                    drop(unmark);
                 });
             }
         }

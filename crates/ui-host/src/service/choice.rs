@@ -95,8 +95,19 @@ impl UiQueries {
                 seen: None,
             };
             let (source, args) = self.admit_for_values(&p).await?;
-            if let Err(e) = source.authorize(&info, &access, &args).await {
-                return Err(WireRefusal::from_host(&e));
+            match self
+                .within_timeout(source.authorize(&info, &access, &args))
+                .await
+            {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(WireRefusal::from_host(&e)),
+                None => {
+                    return Err(WireRefusal::new(
+                        WireCode::RefusedQuery,
+                        Some(HostCode::TimedOut),
+                        "The source's authorization did not answer in time.",
+                    ));
+                }
             }
             let stale = || {
                 WireRefusal::new(

@@ -214,12 +214,7 @@ impl UiQueries {
                     HostCode::AccessUnavailable,
                     "The writing chat's access is not available.",
                 ),
-                Some(access) => match resolver.link(&info, access, target).await {
-                    Ok(answer) => {
-                        LinkResolution::from_host_answer(&answer, &self.limits, self.ui_limits)
-                    }
-                    Err(e) => LinkResolution::plain(e.code(), e.reason(), &self.limits),
-                },
+                Some(access) => self.resolved(resolver.link(&info, access, target)).await,
             };
             out.insert(node_id.clone(), resolution);
         }

@@ -9,6 +9,7 @@ use ui_links::{LinkResolution, link_targets};
 use super::{IssueRequest, UiQueries};
 use crate::clock::BudgetClock;
 use crate::payload::LinkPayload;
+use crate::reading::HostError;
 
 impl UiQueries {
     // ---- ui.link (§13.3) ----
@@ -82,9 +83,27 @@ impl UiQueries {
             );
         };
         let info = self.store.chat_info(&p.chat_id).await.unwrap_or_default();
-        match resolver.link(&info, &access, target).await {
-            Ok(answer) => LinkResolution::from_host_answer(&answer, &self.limits, self.ui_limits),
-            Err(e) => LinkResolution::plain(e.code(), e.reason(), &self.limits),
+        self.resolved(resolver.link(&info, &access, target)).await
+    }
+}
+
+impl UiQueries {
+    /// The resolution of a host's `link` call, bounded by the read timeout
+    /// (`host.md` §17.7: a link that does not settle in time is plain, `timed-out`).
+    pub(super) async fn resolved(
+        &self,
+        link: impl std::future::Future<Output = Result<serde_json::Value, HostError>>,
+    ) -> LinkResolution {
+        match self.within_timeout(link).await {
+            Some(Ok(answer)) => {
+                LinkResolution::from_host_answer(&answer, &self.limits, self.ui_limits)
+            }
+            Some(Err(e)) => LinkResolution::plain(e.code(), e.reason(), &self.limits),
+            None => plain(
+                &self.limits,
+                HostCode::TimedOut,
+                "The host did not resolve the link in time.",
+            ),
         }
     }
 }

@@ -124,6 +124,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Runs its closure when dropped, unless disarmed: the bookkeeping of a spawned task
+/// (a capture, a read, a freeze) is undone however the task ends, a panicking host or
+/// source included, so no entry outlives its task.
+struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> OnDrop<F> {
+    fn new(undo: F) -> Self {
+        OnDrop(Some(undo))
+    }
+
+    /// The task did its own bookkeeping: nothing is left to undo.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(undo) = self.0.take() {
+            undo();
+        }
+    }
+}
+
 impl UiQueries {
     /// A service for `host`, keeping its state in `store`, reading time from `clock`, with
     /// the spec's limits.
@@ -228,6 +252,24 @@ impl UiQueries {
             captures: lock(&self.captures).len(),
             freezes: lock(&self.freezing).len(),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A call into the host (`authorize`, `capture`, `link`) bounded by the read timeout
+    /// (`host.md` §17.7 recommends it for links; a capture or an authorization that never
+    /// settles would otherwise hold every request waiting on it): `None` when it did not
+    /// settle in time. Polled once first: a call that answers at once (the usual case)
+    /// arms no timer.
+    async fn within_timeout<T>(&self, call: impl std::future::Future<Output = T>) -> Option<T> {
+        let mut call = std::pin::pin!(call);
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        if let std::task::Poll::Ready(done) = first {
+            return Some(done);
+        }
+        tokio::select! {
+            biased;
+            done = &mut call => Some(done),
+            () = self.clock.sleep(self.limits.read_timeout()) => None,
         }
     }
 

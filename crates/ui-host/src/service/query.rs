@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -15,7 +14,7 @@ use super::key::{QueryIdRef, QueryKeyRef, ShareKey};
 use super::memo::MemoKeyRef;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
-use super::{UiQueries, lock};
+use super::{OnDrop, UiQueries, lock};
 use crate::changes::{ChangeFeed, ChangeIndex, ChangeScope};
 use crate::clock::BudgetClock;
 use crate::payload::QueryPayload;
@@ -154,25 +153,16 @@ impl UiQueries {
         let info = Arc::new(info);
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
-        // Polled once first: one that answers at once (the usual case) arms no timer.
-        let authorized = {
-            let mut authorizing = source.authorize(&info, &access, &args);
-            let first = std::future::poll_fn(|cx| Poll::Ready(authorizing.as_mut().poll(cx))).await;
-            match first {
-                Poll::Ready(authorized) => authorized,
-                Poll::Pending => tokio::select! {
-                    biased;
-                    authorized = &mut authorizing => authorized,
-                    () = self.clock.sleep(self.limits.read_timeout()) => {
-                        return QueryReading::failed(
-                            self.clock.now_ms(),
-                            Some(HostCode::TimedOut.as_str()),
-                            "The source's authorization did not answer in time.",
-                        )
-                        .into();
-                    }
-                },
-            }
+        let Some(authorized) = self
+            .within_timeout(source.authorize(&info, &access, &args))
+            .await
+        else {
+            return QueryReading::failed(
+                self.clock.now_ms(),
+                Some(HostCode::TimedOut.as_str()),
+                "The source's authorization did not answer in time.",
+            )
+            .into();
         };
         if let Err(e) = authorized {
             return refusal(None, "").with_host_error(&e).into();
@@ -311,10 +301,18 @@ impl UiQueries {
                 Admit::Cached(cached) => return Served::Cached(cached),
                 Admit::Wait(pending) => return wait(pending, self.clock.now_ms()).await.into(),
                 Admit::WaitThenRetry(pending) => {
-                    let _ = wait(pending, self.clock.now_ms()).await;
+                    // A read that started before the newest change may not reflect it:
+                    // decide again once it ends (its reading is cached by then), at most
+                    // three times; then its own answer goes out, marked as behind `rel`.
+                    let mut reading = wait(pending, self.clock.now_ms()).await;
                     if rounds < 3 {
                         continue;
                     }
+                    if reading.read_id.is_some() {
+                        reading.stale_by = Some(rel);
+                        reading.retry_after_ms = Some(self.sync_limits.change_gap());
+                    }
+                    return reading.into();
                 }
                 Admit::NoSlot(cached) => {
                     // A change-driven request waits up to the slot wait for a slot.
@@ -356,11 +354,22 @@ impl UiQueries {
                                 keys: f.scope.keys.clone(),
                                 feed: if f.complete { "complete" } else { "partial" }.to_owned(),
                             });
+                    // A read that panics (a host's schema, say) must not leave its flight
+                    // behind: every later request for the key would join it and get no
+                    // answer. Its waiters see the sender dropped and answer at once.
+                    let mut unregister = OnDrop::new({
+                        let (this, key) = (Arc::clone(&this), key.clone());
+                        move || {
+                            this.table.lock().inflight.swap_remove(&key);
+                        }
+                    });
                     tokio::spawn(async move {
                         let mut reading = this.drive(share, source, request, decision).await;
                         reading.sync = sync;
                         {
                             let mut t = this.table.lock();
+                            // Done here, under the same lock as the reading's caching.
+                            unregister.disarm();
                             t.inflight.swap_remove(&key);
                             if let Some(read_id) = reading.read_id.clone() {
                                 let cached =

@@ -1,0 +1,197 @@
+//! Host code that misbehaves (`host.md` §4, §6, §12, §13, §17.7): a `capture`, `authorize`
+//! or `link` that never answers is bounded by the read timeout, and a host or source that
+//! panics leaves no capture, flight or slot behind for later requests to trip on. Paused
+//! clock.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{
+    REPLY, World, advance, compile_final, payload_for, put_blocks, set, settle, simple_service,
+};
+use indexmap::IndexMap;
+use ui_core::Value;
+use ui_host::{
+    AccessRecord, ChoicePayload, FnSource, LinkPayload, SourceRegistry, UiStore, ValueSchema,
+};
+use ui_links::LinkState;
+
+/// The read timeout of the spec's limits.
+const TIMEOUT_MS: u64 = 8_000;
+
+#[tokio::test(start_paused = true)]
+async fn a_capture_that_never_answers_fails_at_the_read_timeout() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    // An hour: longer than any request should wait.
+    set(&w.host.knobs.capture_delay_ms, 3_600_000);
+    let service = w.service.clone();
+    let p = w.payload("c1", "i1", &block, "$runs");
+    let request = tokio::spawn(async move { service.query(&p).await });
+    settle().await;
+    assert_eq!(w.service.stats().captures, 1);
+    advance(TIMEOUT_MS - 1).await;
+    assert!(!request.is_finished(), "answered before the timeout");
+    advance(1).await;
+    let r = request.await.unwrap();
+    assert_eq!(r.code.as_deref(), Some("access-unavailable"), "{r:?}");
+    // The capture failed as any failed capture does: "denied" stays, nothing is pending.
+    assert_eq!(w.service.stats().captures, 0);
+    assert_eq!(w.store.access("c1", "i1").await, AccessRecord::Denied);
+    assert_eq!(w.reads(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_capture_that_panics_leaves_no_capture_behind() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    w.host.knobs.capture_panics.store(true, Ordering::SeqCst);
+    let r = w
+        .service
+        .query(&w.payload("c1", "i1", &block, "$runs"))
+        .await;
+    assert_eq!(r.code.as_deref(), Some("access-unavailable"), "{r:?}");
+    assert_eq!(w.host.knobs.captures(), 1);
+    // The capture's entry went with its task: `observe` no longer sees one in flight.
+    assert_eq!(w.service.stats().captures, 0);
+    // The item of another reply still captures normally.
+    w.host.knobs.capture_panics.store(false, Ordering::SeqCst);
+    let other = w.put_reply("c1", "i2", REPLY)[0].clone();
+    assert!(
+        w.service
+            .query(&w.payload("c1", "i2", &other, "$runs"))
+            .await
+            .is_fresh()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_authorize_that_never_answers_refuses_the_choice_at_the_read_timeout() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    w.service.observe("c1", "i1", false).await;
+    settle().await;
+    let read = w
+        .service
+        .query(&w.payload("c1", "i1", &block, "$runs"))
+        .await
+        .read_id
+        .unwrap();
+    let choice_id = w.node_ids("c1", "i1", "Choice")[0].clone();
+    let mut p = ChoicePayload {
+        chat_id: "c1".into(),
+        item_id: "i1".into(),
+        block_id: block.0.clone(),
+        revision: block.1.clone(),
+        choice_id,
+        values: ui_core::Record::default(),
+        reads: IndexMap::new(),
+    };
+    p.reads.insert("$runs".into(), read);
+    set(&w.host.knobs.mode, 6);
+    let service = w.service.clone();
+    let choosing = tokio::spawn(async move { service.choose(&p).await });
+    advance(TIMEOUT_MS - 1).await;
+    assert!(!choosing.is_finished(), "answered before the timeout");
+    advance(1).await;
+    let err = choosing.await.unwrap().unwrap_err();
+    assert_eq!(
+        (err.wire.as_str(), err.code.as_deref()),
+        ("refused-query", Some("timed-out"))
+    );
+    assert!(w.store.sent("c1").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_link_that_never_resolves_is_plain_timed_out_at_the_read_timeout() {
+    let w = World::new();
+    let text = "```ui\n<File path=\"hang/a.rs\">a</File>\n<File path=\"src/b.rs\">b</File>\n```\n";
+    let block = w.put_reply("c1", "i1", text)[0].clone();
+    w.service.observe("c1", "i1", false).await;
+    settle().await;
+    let files = w.node_ids("c1", "i1", "File");
+    let link = |node: &str| LinkPayload {
+        chat_id: "c1".into(),
+        item_id: "i1".into(),
+        block_id: block.0.clone(),
+        revision: block.1.clone(),
+        node_id: node.to_owned(),
+        values: ui_core::Record::default(),
+        reads: IndexMap::new(),
+    };
+    let service = w.service.clone();
+    let hanging = link(&files[0]);
+    let resolving = tokio::spawn(async move { service.link(&hanging).await });
+    advance(TIMEOUT_MS - 1).await;
+    assert!(!resolving.is_finished(), "answered before the timeout");
+    advance(1).await;
+    let r = resolving.await.unwrap();
+    assert_eq!(
+        (r.state, r.code.as_deref()),
+        (LinkState::Plain, Some("timed-out"))
+    );
+    // The other link of the block resolves as ever.
+    assert_eq!(
+        w.service.link(&link(&files[1])).await.state,
+        LinkState::Chip
+    );
+}
+
+/// Parses every value as itself.
+struct Anything;
+
+impl ValueSchema for Anything {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        Ok(value.clone())
+    }
+}
+
+/// A result schema with a bug: it panics on every value.
+struct Panics;
+
+impl ValueSchema for Panics {
+    fn parse(&self, _: &Value) -> Result<Value, String> {
+        panic!("a host's result schema with a bug")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_that_panics_leaves_no_flight_or_slot_behind() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&reads);
+    let mut sources = SourceRegistry::new();
+    sources.register(
+        "buggy",
+        FnSource::new(Anything, Panics, move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Ok(Value::from(&serde_json::json!([1, 2]))) }
+        }),
+    );
+    let (host, store, service) = simple_service(sources);
+    let text =
+        "```ui\n$rows = @Query(\"buggy\", {})\n<Summary>{@Count($rows)} rows</Summary>\n```\n";
+    let blocks = compile_final("i1", text, &host.0);
+    let p = payload_for("c1", "i1", &blocks[0], "$rows");
+    put_blocks(&store, "c1", "i1", text, blocks);
+    let r = service.query(&p).await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("The read ended without an answer."),
+        "{r:?}"
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    settle().await;
+    let stats = service.stats();
+    assert_eq!((stats.in_flight, stats.slots), (0, 0), "{stats:?}");
+    // Past the refresh window the query reads again instead of joining a dead flight.
+    advance(10_000).await;
+    let r = service.query(&p).await;
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("The read ended without an answer."),
+        "{r:?}"
+    );
+    assert_eq!(reads.load(Ordering::SeqCst), 2);
+}

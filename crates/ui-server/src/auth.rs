@@ -14,8 +14,8 @@ use serde::Serialize;
 use ui_core::SyncLimits;
 use ui_sync::{Audience, AudienceSet};
 
-use crate::error::ApiError;
-use crate::limits::MAX_DEMO_SESSIONS;
+use crate::error::{ApiError, ErrorCode};
+use crate::limits::{AUTH_TIMEOUT, MAX_DEMO_SESSIONS};
 use crate::routes::LoggedUser;
 use crate::state::AppState;
 
@@ -61,12 +61,14 @@ impl Principal {
 /// projects and applies them to every later row.
 #[async_trait]
 pub trait Authenticator: Send + Sync + 'static {
-    /// The principal of the request whose head is `parts`, or `None`.
+    /// The principal of the request whose head is `parts`, or `None`. Bounded by
+    /// [`crate::limits::AUTH_TIMEOUT`]: a slower answer is dropped and the request answers
+    /// `503 unavailable` (with `Retry-After`).
     async fn principal(&self, parts: &Parts) -> Option<Principal>;
 
     /// `principal` with its memberships re-resolved now (same user and session), or `None`
-    /// when they cannot be re-resolved; the stream then keeps its audience set until it
-    /// rotates.
+    /// when they cannot be re-resolved; the stream then rotates (so does one that gets no
+    /// answer within [`crate::limits::AUTH_TIMEOUT`]).
     async fn refresh(&self, _principal: &Principal) -> Option<Principal> {
         None
     }
@@ -93,11 +95,27 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        let principal = state
-            .authenticator()
-            .principal(parts)
-            .await
-            .ok_or_else(ApiError::unauthenticated)?;
+        let principal = match tokio::time::timeout(
+            AUTH_TIMEOUT,
+            state.authenticator().principal(parts),
+        )
+        .await
+        {
+            Ok(principal) => principal.ok_or_else(ApiError::unauthenticated)?,
+            Err(_) => {
+                tracing::warn!(
+                    method = %parts.method,
+                    path = parts.uri.path(),
+                    timeout_ms = u64::try_from(AUTH_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                    "the authenticator did not answer in time; the request is refused"
+                );
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    "The sign-in could not be checked in time.",
+                )
+                .with_retry_after(AUTH_TIMEOUT.as_secs()));
+            }
+        };
         if let Some(logged) = parts.extensions.get::<LoggedUser>() {
             logged.0.get_or_init(|| principal.user_id.clone());
         }

@@ -23,7 +23,9 @@ use ui_sync::{
 use crate::auth::{MEMBERS_SOURCE, Principal};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{CursorParam, QueryParams};
-use crate::limits::{CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS};
+use crate::limits::{
+    AUTH_TIMEOUT, CATCH_UP_RETRY_AFTER_SECS, DEGRADED_RETRY_AFTER_SECS, SHUTDOWN_RETRY_MS,
+};
 use crate::state::AppState;
 use crate::woken::Woken;
 
@@ -32,10 +34,10 @@ use crate::woken::Woken;
 /// whose catch-up keeps failing still ticks, rotates at the end of its life and ends when
 /// its session or the server does.
 const CATCH_UP_RETRY_MS: u64 = 1_000;
-/// Longest wait for the authenticator to re-resolve a principal's memberships; a stream
-/// whose memberships cannot be re-resolved in time rotates (the client reconnects at once
-/// and is authenticated afresh).
-const REFRESH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for the authenticator to re-resolve a principal's memberships
+/// ([`AUTH_TIMEOUT`]); a stream whose memberships cannot be re-resolved in time rotates
+/// (the client reconnects at once and is authenticated afresh).
+const REFRESH_TIMEOUT: Duration = AUTH_TIMEOUT;
 
 /// A uniform number in `[0, 1)` from the OS's random source.
 fn random_unit() -> f64 {

@@ -89,6 +89,13 @@ pub const DB_PG_POOL: usize = 16;
 /// and inside the database (`statement_timeout`).
 pub const DB_PG_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Longest wait for the [`crate::Authenticator`]: its `principal` (every authenticated
+/// request; a slower answer is `503 unavailable` with `Retry-After: 5`, logged) and its
+/// `refresh` (an event stream whose memberships cannot be re-resolved in time rotates).
+/// A host's own authenticator that calls out (a session store, an identity provider)
+/// cannot hold a request or a stream longer than this.
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Upper bound of the random `retryMs` of a `bye shutdown` frame (`sync.md` §4.2).
 pub const SHUTDOWN_RETRY_MS: u64 = 5_000;
 

@@ -358,3 +358,42 @@ async fn me_path(app: &App, path: &str) -> Answer {
     app.send(Request::get(path).body(Body::empty()).unwrap())
         .await
 }
+
+/// A host's authenticator that never answers (a session store that hangs).
+struct Hanging;
+
+#[async_trait::async_trait]
+impl ui_server::Authenticator for Hanging {
+    async fn principal(&self, _: &axum::http::request::Parts) -> Option<ui_server::Principal> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_authenticator_that_never_answers_is_503_after_the_auth_timeout() {
+    log();
+    let dir = TempDir::new("signin");
+    let state = ui_server::AppState::builder(config(&dir))
+        .authenticator(Arc::new(Hanging))
+        .open()
+        .await
+        .unwrap();
+    let app = App {
+        router: ui_server::router(state.clone()),
+        state,
+        dir,
+    };
+    let started = tokio::time::Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(60), me(&app, &[]))
+        .await
+        .expect("the request is answered");
+    assert_eq!(
+        (answer.status, answer.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        "{answer:?}"
+    );
+    assert_eq!(answer.header("retry-after"), Some("5"));
+    assert!(started.elapsed() >= ui_server::limits::AUTH_TIMEOUT);
+    assert!(started.elapsed() < ui_server::limits::AUTH_TIMEOUT + Duration::from_secs(1));
+    assert!(log_text().contains("the authenticator did not answer in time"));
+}

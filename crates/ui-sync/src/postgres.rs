@@ -41,9 +41,17 @@ const CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// `statement_timeout` of the data connections, in milliseconds: a stuck statement fails
 /// (and the appender retries) instead of holding its connection forever.
 const STATEMENT_TIMEOUT_MS: u64 = 30_000;
-/// TCP keepalive idle time of the listener connection, in milliseconds: a silently dead
-/// listener is noticed (and reconnected) instead of waiting for the kernel default.
-const LISTEN_KEEPALIVE_IDLE_MS: u64 = 30_000;
+/// TCP keepalive idle time of every connection (the listener and the data connections),
+/// in milliseconds: a silently dead connection (a peer gone without a FIN, a dropped
+/// route) is noticed, and the call on it fails and is retried on a new one, instead of
+/// waiting for the kernel's default of two hours. `statement_timeout` cannot do this: the
+/// server that would enforce it is no longer reachable.
+const KEEPALIVE_IDLE_MS: u64 = 30_000;
+/// Time between keepalive probes once a connection is idle, in milliseconds.
+const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+/// Unanswered keepalive probes before the connection counts as dead: with the idle time,
+/// a dead connection fails within about a minute.
+const KEEPALIVE_RETRIES: u32 = 3;
 /// `application_name` of the data connections.
 const APP_NAME: &str = "ui-sync";
 /// `application_name` of the listener connection.
@@ -624,15 +632,17 @@ impl PgStore {
         let mut config: Config = conninfo
             .parse()
             .map_err(|e| SyncError::Invalid(format!("connection string: {e}")))?;
-        config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        config
+            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_millis(KEEPALIVE_IDLE_MS))
+            .keepalives_interval(Duration::from_millis(KEEPALIVE_INTERVAL_MS))
+            .keepalives_retries(KEEPALIVE_RETRIES);
         if schema.is_some_and(str::is_empty) {
             return Err(SyncError::Invalid("an empty schema name".into()));
         }
         let mut listen_config = config.clone();
-        listen_config
-            .application_name(LISTEN_APP_NAME)
-            .keepalives(true)
-            .keepalives_idle(Duration::from_millis(LISTEN_KEEPALIVE_IDLE_MS));
+        listen_config.application_name(LISTEN_APP_NAME);
         config.application_name(APP_NAME);
         let mut session = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
         if let Some(schema) = schema {

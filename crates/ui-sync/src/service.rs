@@ -633,14 +633,27 @@ impl Shared {
         loop {
             let attempt = self.store.append(rows.clone());
             tokio::pin!(attempt);
+            // An attempt that hangs is a failure in progress: with no streak yet, the grace
+            // runs from its start, so a store that never answers turns sync degraded (and
+            // its writers get 503s) instead of holding every waiter without a word.
+            let started = Instant::now();
             let result = loop {
-                let degrade_at = match *failing_since {
-                    Some(since) if !self.degraded.load(Ordering::Relaxed) => since + grace,
-                    _ => break attempt.as_mut().await,
-                };
+                if self.degraded.load(Ordering::Relaxed) {
+                    break attempt.as_mut().await;
+                }
+                let degrade_at = failing_since.unwrap_or(started) + grace;
                 tokio::select! {
                     result = attempt.as_mut() => break result,
-                    () = tokio::time::sleep_until(degrade_at) => self.set_degraded(),
+                    () = tokio::time::sleep_until(degrade_at) => {
+                        if failing_since.is_none() {
+                            tracing::warn!(
+                                target: "ui_sync",
+                                waited_ms = self.limits.log_failure_grace(),
+                                "change log append has not answered; sync is degraded until it does"
+                            );
+                        }
+                        self.set_degraded();
+                    }
                 }
             };
             match result {
@@ -731,7 +744,11 @@ impl Shared {
         loop {
             let rows = match self.store.tail(*last, limit).await {
                 Ok(rows) => rows,
-                Err(_) => {
+                Err(e) => {
+                    // Retried at the next tick or wake-up; `tailing` reports the streak.
+                    if self.tailing.load(Ordering::Relaxed) {
+                        tracing::warn!(target: "ui_sync", error = %e, "change log tail failed");
+                    }
                     self.counters.tail_failures.fetch_add(1, Ordering::Relaxed);
                     self.tailing.store(false, Ordering::Relaxed);
                     return;

@@ -588,6 +588,47 @@ async fn degraded_mode_starts_when_failures_are_thirty_seconds_old_and_ends_with
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_append_that_never_answers_turns_sync_degraded_after_the_grace() {
+    // Before: with no failure yet, the first attempt was awaited without a bound, so a
+    // database that stopped answering held every waiter and never turned sync degraded.
+    let (warnings, _guard) = Warnings::capture();
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    store.hang.store(true, Ordering::SeqCst);
+    let origin = Instant::now();
+    let waiter = tokio::spawn({
+        let service = service.clone();
+        async move {
+            service
+                .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), None))
+                .await
+        }
+    });
+    // The window closes at 50 ms and the append starts; the grace runs from there.
+    let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
+    let started = Duration::from_millis(50);
+    until(origin, started + grace - Duration::from_millis(1)).await;
+    assert!(!service.degraded(), "degraded before the grace");
+    until(origin, started + grace).await;
+    tokio::task::yield_now().await;
+    assert!(
+        service.degraded(),
+        "a hanging append never turned sync degraded"
+    );
+    assert_eq!(warnings.containing("has not answered"), 1);
+    assert!(!waiter.is_finished());
+    // The database answers again: the write lands and sync recovers.
+    store.hang.store(false, Ordering::SeqCst);
+    let cursor = tokio::time::timeout(Duration::from_secs(1), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(cursor.seq, Seq(1));
+    assert!(!service.degraded());
+}
+
+#[tokio::test(start_paused = true)]
 async fn append_and_prune_failure_streaks_warn_exactly_once_each() {
     let (warnings, _guard) = Warnings::capture();
     let store = MemStore::new();

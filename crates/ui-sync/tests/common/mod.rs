@@ -19,6 +19,8 @@ pub struct MemStore {
     pub meta: LogMeta,
     pub rows: Mutex<Vec<LogRow>>,
     pub fail: AtomicBool,
+    /// Appends wait while set (a database that stopped answering).
+    pub hang: AtomicBool,
     pub fail_prune: AtomicBool,
     pub fail_tail: AtomicBool,
     pub hold_snapshots: AtomicBool,
@@ -35,6 +37,7 @@ impl MemStore {
             },
             rows: Mutex::new(Vec::new()),
             fail: AtomicBool::new(false),
+            hang: AtomicBool::new(false),
             fail_prune: AtomicBool::new(false),
             fail_tail: AtomicBool::new(false),
             hold_snapshots: AtomicBool::new(false),
@@ -63,6 +66,9 @@ impl SyncStore for MemStore {
     }
 
     async fn append(&self, rows: Vec<NewRow>) -> Result<Vec<Seq>, SyncError> {
+        while self.hang.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         if self.fail.load(Ordering::SeqCst) {
             return Err(SyncError::Store("injected failure".into()));
         }

@@ -381,11 +381,10 @@ impl UiStore for MemoryStore {
         access: Option<Arc<Value>>,
     ) -> Result<(), StoreError> {
         self.with(|chats| {
-            if let Some(chat) = chats.get_mut(chat_id) {
-                chat.access.insert(item_id.to_owned(), access);
-            }
-        });
-        Ok(())
+            let chat = chats.get_mut(chat_id).ok_or_else(|| no_chat(chat_id))?;
+            chat.access.insert(item_id.to_owned(), access);
+            Ok(())
+        })
     }
 
     async fn set_ui_queries(
@@ -395,14 +394,13 @@ impl UiStore for MemoryStore {
         state: UiQueryState,
     ) -> Result<(), StoreError> {
         self.with(|chats| {
-            if let Some(item) = chats
+            let item = chats
                 .get_mut(chat_id)
                 .and_then(|c| c.items.get_mut(item_id))
-            {
-                item.ui_queries = Some(state);
-            }
-        });
-        Ok(())
+                .ok_or_else(|| no_item(chat_id, item_id))?;
+            item.ui_queries = Some(state);
+            Ok(())
+        })
     }
 
     async fn send_choice(
@@ -412,17 +410,17 @@ impl UiStore for MemoryStore {
         context: &str,
     ) -> Result<SendResult, StoreError> {
         self.with(|chats| {
-            if let Some(chat) = chats.get_mut(chat_id) {
-                let sent = chat.sent.iter().any(|(o, _)| {
-                    o.item_id == origin.item_id
-                        && o.block_id == origin.block_id
-                        && o.revision == origin.revision
-                });
-                if !sent {
-                    chat.sent.push((origin.clone(), context.to_owned()));
-                }
+            let chat = chats.get_mut(chat_id).ok_or_else(|| no_chat(chat_id))?;
+            let sent = chat.sent.iter().any(|(o, _)| {
+                o.item_id == origin.item_id
+                    && o.block_id == origin.block_id
+                    && o.revision == origin.revision
+            });
+            if !sent {
+                chat.sent.push((origin.clone(), context.to_owned()));
             }
-        });
+            Ok::<_, StoreError>(())
+        })?;
         Ok(SendResult {
             queued: false,
             turn_id: Some(format!("turn-{}", origin.choice_id)),
@@ -431,13 +429,22 @@ impl UiStore for MemoryStore {
 
     async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
         self.with(|chats| {
-            if let Some(item) = chats
+            let item = chats
                 .get_mut(chat_id)
                 .and_then(|c| c.items.get_mut(&answer.origin.item_id))
-            {
-                item.answers.insert(answer.origin.block_id.clone(), answer);
-            }
-        });
-        Ok(())
+                .ok_or_else(|| no_item(chat_id, &answer.origin.item_id))?;
+            item.answers.insert(answer.origin.block_id.clone(), answer);
+            Ok(())
+        })
     }
+}
+
+/// A write to a chat the store does not hold did not happen.
+fn no_chat(chat_id: &str) -> StoreError {
+    StoreError::Failed(format!("no chat `{chat_id}`"))
+}
+
+/// A write to an item the store does not hold did not happen.
+fn no_item(chat_id: &str, item_id: &str) -> StoreError {
+    StoreError::Failed(format!("no item `{item_id}` in chat `{chat_id}`"))
 }

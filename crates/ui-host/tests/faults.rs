@@ -195,3 +195,15 @@ async fn a_read_that_panics_leaves_no_flight_or_slot_behind() {
     );
     assert_eq!(reads.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn the_memory_store_fails_writes_it_cannot_make() {
+    // Its contract: every write returns a `StoreError` when it did not happen.
+    let store = ui_host::MemoryStore::new();
+    assert!(store.set_access("nowhere", "i1", None).await.is_err());
+    let state = ui_host::UiQueryState {
+        author_chat_id: "nowhere".into(),
+        blocks: IndexMap::new(),
+    };
+    assert!(store.set_ui_queries("nowhere", "i1", state).await.is_err());
+}

@@ -33,8 +33,14 @@ const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 /// Random bytes from the operating system.
 pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     let mut out = [0u8; N];
-    // The OS source only fails on exotic platforms; fall back to time-based bytes there.
-    if getrandom::fill(&mut out).is_err() {
+    // The OS source only fails on exotic platforms; fall back to time-based bytes there,
+    // and say so: a salt made this way is guessable.
+    if let Err(e) = getrandom::fill(&mut out) {
+        tracing::error!(
+            target: "ui_sync",
+            error = %e,
+            "the operating system gave no random bytes; using time-based bytes instead"
+        );
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());

@@ -335,5 +335,28 @@ fn a_bad_configuration_stops_the_start_naming_the_key() {
         stderr.contains("`connections.idle_timeout` (from UIBLOCKS_CONNECTIONS_IDLE_TIMEOUT)"),
         "{stderr}"
     );
+    // A flag out of its range is named as the flag, with the range.
+    for (flag, value, message) in [
+        (
+            "--idle-timeout",
+            "0ms",
+            "--idle-timeout: must be from 10ms to 24h; got 0ms",
+        ),
+        (
+            "--max-connections",
+            "0",
+            "--max-connections: must be from 1 to 1000000; got 0",
+        ),
+    ] {
+        let out = bin()
+            .args(["serve", "--port", "0", "--db"])
+            .arg(dir.join("x.db"))
+            .args([flag, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(message), "{stderr}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -226,4 +226,168 @@ impl ServerConfig {
             metrics: MetricsConfig::default(),
         }
     }
+
+    /// Checks the bounds of connections and of shutdown against their allowed ranges
+    /// ([`ConnSetting::range`]); [`crate::AppBuilder::open`] refuses a configuration that
+    /// fails it.
+    ///
+    /// # Errors
+    /// [`OutOfRange`] naming the first setting out of its range.
+    pub fn check_connections(&self) -> Result<(), OutOfRange> {
+        use ConnSetting as S;
+        if !(1..=limits::MAX_MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(OutOfRange {
+                setting: S::MaxConnections,
+                value: self.max_connections.to_string(),
+            });
+        }
+        let write_timeout = Duration::from_millis(self.sync_limits.write_timeout());
+        for (setting, value) in [
+            (S::HeaderReadTimeout, self.header_read_timeout),
+            (S::BodyReadTimeout, self.body_read_timeout),
+            (S::IdleTimeout, self.idle_timeout),
+            (S::WriteTimeout, write_timeout),
+            (S::ShutdownSpread, self.shutdown_spread),
+            (S::DrainTimeout, self.drain_timeout),
+        ] {
+            setting.check(value)?;
+        }
+        Ok(())
+    }
+}
+
+/// A bound of connections or of shutdown in [`ServerConfig`], with its allowed range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnSetting {
+    /// [`ServerConfig::max_connections`]: 1 to [`limits::MAX_MAX_CONNECTIONS`].
+    MaxConnections,
+    /// [`ServerConfig::header_read_timeout`]: [`limits::MIN_CONN_TIMEOUT`] to
+    /// [`limits::MAX_CONN_DURATION`].
+    HeaderReadTimeout,
+    /// [`ServerConfig::body_read_timeout`]: as the header-read timeout.
+    BodyReadTimeout,
+    /// [`ServerConfig::idle_timeout`]: as the header-read timeout.
+    IdleTimeout,
+    /// The sync limits' `writeTimeout`: as the header-read timeout.
+    WriteTimeout,
+    /// [`ServerConfig::shutdown_spread`]: 0 to [`limits::MAX_CONN_DURATION`].
+    ShutdownSpread,
+    /// [`ServerConfig::drain_timeout`]: 0 to [`limits::MAX_CONN_DURATION`].
+    DrainTimeout,
+}
+
+impl ConnSetting {
+    /// The setting's key in the configuration file (`connections.idle_timeout`).
+    pub fn key(self) -> &'static str {
+        match self {
+            ConnSetting::MaxConnections => "connections.max",
+            ConnSetting::HeaderReadTimeout => "connections.header_timeout",
+            ConnSetting::BodyReadTimeout => "connections.body_timeout",
+            ConnSetting::IdleTimeout => "connections.idle_timeout",
+            ConnSetting::WriteTimeout => "connections.write_timeout",
+            ConnSetting::ShutdownSpread => "connections.shutdown_spread",
+            ConnSetting::DrainTimeout => "connections.drain_timeout",
+        }
+    }
+
+    /// The field of [`ServerConfig`] that holds it (`idle_timeout`; the write timeout is
+    /// `sync_limits.writeTimeout`).
+    pub fn field(self) -> &'static str {
+        match self {
+            ConnSetting::MaxConnections => "max_connections",
+            ConnSetting::HeaderReadTimeout => "header_read_timeout",
+            ConnSetting::BodyReadTimeout => "body_read_timeout",
+            ConnSetting::IdleTimeout => "idle_timeout",
+            ConnSetting::WriteTimeout => "sync_limits.writeTimeout",
+            ConnSetting::ShutdownSpread => "shutdown_spread",
+            ConnSetting::DrainTimeout => "drain_timeout",
+        }
+    }
+
+    /// The allowed range, as the error and the documentation say it.
+    pub fn range(self) -> &'static str {
+        match self {
+            ConnSetting::MaxConnections => "from 1 to 1000000",
+            ConnSetting::HeaderReadTimeout
+            | ConnSetting::BodyReadTimeout
+            | ConnSetting::IdleTimeout
+            | ConnSetting::WriteTimeout => "from 10ms to 24h",
+            ConnSetting::ShutdownSpread | ConnSetting::DrainTimeout => "from 0 to 24h",
+        }
+    }
+
+    /// Whether `value` is within the range of this (duration) setting.
+    fn check(self, value: Duration) -> Result<(), OutOfRange> {
+        let min = match self {
+            ConnSetting::ShutdownSpread | ConnSetting::DrainTimeout => Duration::ZERO,
+            _ => limits::MIN_CONN_TIMEOUT,
+        };
+        if (min..=limits::MAX_CONN_DURATION).contains(&value) {
+            return Ok(());
+        }
+        Err(OutOfRange {
+            setting: self,
+            value: format!("{}ms", value.as_millis()),
+        })
+    }
+}
+
+/// A bound of connections or of shutdown out of its allowed range
+/// ([`ServerConfig::check_connections`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{}` must be {}; got {value}", setting.field(), setting.range())]
+pub struct OutOfRange {
+    /// The setting.
+    pub setting: ConnSetting,
+    /// The value given (durations in ms).
+    pub value: String,
+}
+
+impl OutOfRange {
+    /// The message without the setting's name: `must be from 10ms to 24h; got 0ms`.
+    pub fn message(&self) -> String {
+        format!("must be {}; got {}", self.setting.range(), self.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_bounds_are_in_range_and_each_bound_is_checked() {
+        let base = ServerConfig::new("x.db");
+        assert_eq!(base.check_connections(), Ok(()));
+        let out = |change: fn(&mut ServerConfig)| {
+            let mut c = base.clone();
+            change(&mut c);
+            c.check_connections().map_err(|e| e.setting)
+        };
+        assert_eq!(
+            out(|c| c.max_connections = 0),
+            Err(ConnSetting::MaxConnections)
+        );
+        assert_eq!(
+            out(|c| c.header_read_timeout = Duration::from_millis(9)),
+            Err(ConnSetting::HeaderReadTimeout)
+        );
+        assert_eq!(
+            out(|c| c.body_read_timeout = Duration::ZERO),
+            Err(ConnSetting::BodyReadTimeout)
+        );
+        assert_eq!(
+            out(|c| c.idle_timeout = Duration::MAX),
+            Err(ConnSetting::IdleTimeout)
+        );
+        assert_eq!(
+            out(|c| c.sync_limits = c.sync_limits.with("writeTimeout", 1 << 50).unwrap()),
+            Err(ConnSetting::WriteTimeout)
+        );
+        assert_eq!(
+            out(|c| c.drain_timeout = limits::MAX_CONN_DURATION + Duration::from_millis(1)),
+            Err(ConnSetting::DrainTimeout)
+        );
+        assert_eq!(out(|c| c.shutdown_spread = Duration::ZERO), Ok(()));
+    }
 }

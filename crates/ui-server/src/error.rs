@@ -304,6 +304,9 @@ pub enum ServerError {
     /// The sources file or another setting is invalid.
     #[error("configuration: {0}")]
     Config(String),
+    /// A bound of connections or of shutdown is out of its allowed range.
+    #[error("configuration: {0}")]
+    OutOfRange(#[from] crate::config::OutOfRange),
     /// The database could not be opened or written.
     #[error("database: {0}")]
     Database(String),

@@ -176,7 +176,9 @@ pub use auth::{
     SESSION_COOKIE, cookie_value,
 };
 pub use changes::SyncChanges;
-pub use config::{ChatLimits, PostgresConfig, Secret, ServerConfig, SourcesConfig};
+pub use config::{
+    ChatLimits, ConnSetting, OutOfRange, PostgresConfig, Secret, ServerConfig, SourcesConfig,
+};
 pub use demo::{MemberBody, MemberChanged, seed_demo, spawn_demo_writer};
 pub use error::{ApiError, ErrorCode, ServerError};
 pub use extract::{

@@ -121,6 +121,18 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// streams, `sync.md` §9.1) and room for the requests beside them.
 pub const MAX_CONNECTIONS: usize = 11_000;
 
+/// Shortest header-read, body-read, idle and write timeout a configuration may set
+/// (10 ms): a connection's watchdog wakes at least this often, so 0 would spin.
+pub const MIN_CONN_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// Longest connection timeout, shutdown spread or drain timeout a configuration may set
+/// (24 h): deadlines are computed from now, and an absurd one must not overflow.
+pub const MAX_CONN_DURATION: Duration = Duration::from_secs(24 * 3_600);
+
+/// Largest [`crate::ServerConfig::max_connections`] a configuration may set (1,000,000;
+/// far above what one process's file descriptors allow).
+pub const MAX_MAX_CONNECTIONS: usize = 1_000_000;
+
 /// Default [`crate::ServerConfig::shutdown_spread`]: `sync.md` §4.2's min(10 s, grace
 /// period).
 pub const SHUTDOWN_SPREAD: Duration = Duration::from_secs(10);

@@ -220,7 +220,9 @@ pub async fn serve_on(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(joined) = connections.join_next(), if !connections.is_empty() => {
+                log_connection_end(joined);
+            }
             accepted = listener.accept() => {
                 let tcp = match accepted {
                     Ok((tcp, _)) => tcp,
@@ -255,7 +257,9 @@ pub async fn serve_on(
     state.shut_down_streams();
     stop.send_replace(true);
     let drained = tokio::time::timeout(limits.drain_timeout, async {
-        while connections.join_next().await.is_some() {}
+        while let Some(joined) = connections.join_next().await {
+            log_connection_end(joined);
+        }
     })
     .await;
     if drained.is_err() {
@@ -272,6 +276,18 @@ pub async fn serve_on(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Logs a connection task that panicked or was cancelled (its `JoinError`); one that
+/// returned has logged its own end.
+fn log_connection_end(joined: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = joined {
+        if e.is_panic() {
+            tracing::error!(error = %e, "a connection's task panicked");
+        } else {
+            tracing::debug!(error = %e, "a connection's task was cancelled");
+        }
+    }
 }
 
 /// Warns that the cap was hit, at most once per [`CAP_WARNING_GAP`] (counting the
@@ -395,6 +411,16 @@ async fn connection(
     }
 }
 
+/// `at + d`, or a moment decades away when that overflows the clock: a deadline computed
+/// from a configured duration never panics (the configuration is range-checked too,
+/// [`crate::ServerConfig::check_connections`]).
+fn after(at: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -451,9 +477,9 @@ impl Activity {
         if phase.in_flight > 0 {
             None
         } else if let Some(first) = phase.first_byte {
-            Some((first + limits.header_read_timeout, "header-read"))
+            Some((after(first, limits.header_read_timeout), "header-read"))
         } else {
-            Some((phase.quiet_since + limits.idle_timeout, "idle"))
+            Some((after(phase.quiet_since, limits.idle_timeout), "idle"))
         }
     }
 
@@ -467,8 +493,8 @@ impl Activity {
             let now = Instant::now();
             let next = match self.deadline(limits) {
                 Some((at, what)) if at <= now => return what,
-                Some((at, _)) => at.min(now + step),
-                None => now + step,
+                Some((at, _)) => at.min(after(now, step)),
+                None => after(now, step),
             };
             sleep.as_mut().reset(next);
             sleep.as_mut().await;
@@ -508,7 +534,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         let guard = self.activity.enter();
-        let deadline = Instant::now() + self.body_timeout;
+        let deadline = after(Instant::now(), self.body_timeout);
         let req = req.map(|body| DeadlineBody::new(body, deadline));
         let answer = self.app.clone().call(req);
         Box::pin(async move {
@@ -644,7 +670,7 @@ impl GuardedIo {
             self.stalled = false;
             return polled;
         }
-        let at = Instant::now() + self.write_timeout;
+        let at = after(Instant::now(), self.write_timeout);
         let sleep = self
             .stall
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
@@ -727,6 +753,16 @@ mod tests {
             shutdown_spread: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(15),
         }
+    }
+
+    #[test]
+    fn a_deadline_past_the_clock_does_not_overflow() {
+        let now = Instant::now();
+        assert!(after(now, Duration::MAX) > now);
+        assert_eq!(
+            after(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
     }
 
     #[test]

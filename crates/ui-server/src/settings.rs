@@ -567,6 +567,9 @@ impl FileConfig {
                 .with("writeTimeout", ms)
                 .map_err(|e| bad("connections.write_timeout", e.to_string()))?;
         }
+        config
+            .check_connections()
+            .map_err(|e| bad(e.setting.key(), e.message()))?;
         let auth = self.auth;
         config.auth = match auth.mode.as_deref() {
             None => AuthConfig::Auto,
@@ -896,6 +899,43 @@ cookie = "app_token"
             "`auth.proxy.secret`: is required with proxy"
         );
         assert!(error("[server\n", &[]).contains("is not TOML"));
+    }
+
+    #[test]
+    fn connection_settings_out_of_range_are_named_with_their_range() {
+        assert_eq!(
+            error("[connections]\nidle_timeout = \"0ms\"\n", &[]),
+            "`connections.idle_timeout`: must be from 10ms to 24h; got 0ms"
+        );
+        assert_eq!(
+            error("", &[("UIBLOCKS_CONNECTIONS_HEADER_TIMEOUT", "0s")]),
+            "`connections.header_timeout` (from UIBLOCKS_CONNECTIONS_HEADER_TIMEOUT): must be \
+             from 10ms to 24h; got 0ms"
+        );
+        assert_eq!(
+            error("[connections]\nbody_timeout = \"1441m\"\n", &[]),
+            "`connections.body_timeout`: must be from 10ms to 24h; got 86460000ms"
+        );
+        assert_eq!(
+            error("[connections]\nwrite_timeout = \"5ms\"\n", &[]),
+            "`connections.write_timeout`: must be from 10ms to 24h; got 5ms"
+        );
+        assert_eq!(
+            error("[connections]\ndrain_timeout = \"1500m\"\n", &[]),
+            "`connections.drain_timeout`: must be from 0 to 24h; got 90000000ms"
+        );
+        assert_eq!(
+            error("[connections]\nmax = 2000000\n", &[]),
+            "`connections.max`: must be from 1 to 1000000; got 2000000"
+        );
+        // The bounds themselves are allowed; a zero spread or drain is.
+        let f = file(
+            "[connections]\nmax = 1000000\nidle_timeout = \"10ms\"\n\
+             header_timeout = \"1440m\"\nshutdown_spread = \"0s\"\ndrain_timeout = \"0s\"\n",
+        );
+        let config = load_config(Some(&f.0), env(&[])).unwrap();
+        assert_eq!(config.max_connections, 1_000_000);
+        assert_eq!(config.idle_timeout, Duration::from_millis(10));
     }
 
     #[test]

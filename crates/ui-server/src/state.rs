@@ -209,6 +209,7 @@ impl AppBuilder {
                 "every chat limit must be at least 1".into(),
             ));
         }
+        config.check_connections()?;
         let clock = self
             .clock
             .unwrap_or_else(|| Arc::new(TokioClock::new()) as Arc<dyn HostClock>);

@@ -541,3 +541,39 @@ async fn a_stream_whose_catch_up_fails_says_bye_at_a_shutdown() {
     );
     assert!(stream.next(SECS).await.is_none(), "the stream closed");
 }
+
+// ---- connection bounds ----
+
+#[tokio::test]
+async fn connection_bounds_out_of_range_do_not_open() {
+    type Change = fn(&mut ui_server::ServerConfig);
+    let cases: [(Change, &str); 4] = [
+        (
+            |c| c.idle_timeout = Duration::ZERO,
+            "configuration: `idle_timeout` must be from 10ms to 24h; got 0ms",
+        ),
+        (
+            |c| c.header_read_timeout = Duration::MAX,
+            "configuration: `header_read_timeout` must be from 10ms to 24h",
+        ),
+        (
+            |c| c.max_connections = usize::MAX,
+            "configuration: `max_connections` must be from 1 to 1000000",
+        ),
+        (
+            |c| c.shutdown_spread = Duration::from_secs(100_000),
+            "configuration: `shutdown_spread` must be from 0 to 24h; got 100000000ms",
+        ),
+    ];
+    for (change, message) in cases {
+        let dir = TempDir::new("bounds");
+        let mut config = config(&dir);
+        change(&mut config);
+        let err = AppState::open(config).await.unwrap_err();
+        assert!(
+            matches!(err, ui_server::ServerError::OutOfRange(_)),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with(message), "{err}");
+    }
+}

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::Context as _;
 use tracing_subscriber::EnvFilter;
-use ui_server::{DEMO_SOURCES, ServerConfig, SourcesConfig};
+use ui_server::{ConnSetting, DEMO_SOURCES, ServerConfig, SourcesConfig};
 
 use crate::cli::ServeArgs;
 
@@ -14,8 +14,8 @@ use crate::cli::ServeArgs;
 /// set anywhere, the demo sources.
 ///
 /// # Errors
-/// A configuration error naming the key, or `--write-timeout` out of the change feed's
-/// range.
+/// A configuration error naming the key, or a flag out of its range (`--idle-timeout 0ms`:
+/// see [`ServerConfig::check_connections`]).
 pub fn config(
     args: &ServeArgs,
     env: impl IntoIterator<Item = (String, String)>,
@@ -64,7 +64,25 @@ pub fn config(
     if args.secure_cookies {
         config.secure_cookies = true;
     }
+    // The file and the variables were checked as they were read: what fails now is a flag.
+    config
+        .check_connections()
+        .map_err(|e| anyhow::anyhow!("{}: {}", flag(e.setting), e.message()))?;
     Ok(config)
+}
+
+/// The flag that sets `setting`.
+fn flag(setting: ConnSetting) -> &'static str {
+    match setting {
+        ConnSetting::MaxConnections => "--max-connections",
+        ConnSetting::HeaderReadTimeout => "--header-timeout",
+        ConnSetting::BodyReadTimeout => "--body-timeout",
+        ConnSetting::IdleTimeout => "--idle-timeout",
+        ConnSetting::WriteTimeout => "--write-timeout",
+        ConnSetting::ShutdownSpread => "--shutdown-spread",
+        ConnSetting::DrainTimeout => "--drain-timeout",
+        _ => setting.key(),
+    }
 }
 
 /// Logs to standard error, filtered by `RUST_LOG` (default `info`: the start-up line, one

@@ -110,6 +110,7 @@ async fn chat(
 ) -> Result<(), ApiError> {
     let (chat, drafts) = write_scope(None, state.store().create_chat(owner, project, title)).await;
     let chat = chat?;
+    // A failed event is logged by `record_all`; the seeded rows stand.
     record_all(state.sync(), drafts).await;
     for (question, reply) in turns {
         let (done, drafts) = write_scope(None, async {

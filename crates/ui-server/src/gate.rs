@@ -173,8 +173,10 @@ pub(crate) async fn record_writes(
     let (mut response, drafts) = write_scope(rs, next.run(req)).await;
     let success = response.status().is_success();
     let seq = match writes {
-        Writes::Wait if success => record_all(state.sync(), drafts).await,
-        Writes::Always => record_all(state.sync(), drafts).await,
+        // A failed event was logged (with its source); the write itself stands, and the
+        // page's cadence repairs the missed signal (`sync.md` §1, the floor).
+        Writes::Wait if success => record_all(state.sync(), drafts).await.cursor,
+        Writes::Always => record_all(state.sync(), drafts).await.cursor,
         Writes::NoWait if success => {
             for draft in drafts {
                 if let Err(e) = state.sync().record(draft) {

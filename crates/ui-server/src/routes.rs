@@ -821,8 +821,11 @@ async fn write_rows(
             InsertError::Invalid(m) => ApiError::bad_request(m),
             InsertError::Database(m) => ApiError::internal(format!("The write failed: {m}")),
         })?;
+    // A failed event was logged (with its source); the rows are written, and readers'
+    // cadence repairs the missed signal (`sync.md` §1, the floor).
     let seq = record_all(state.sync(), outcome.drafts)
         .await
+        .cursor
         .or(outcome.cursor);
     let body = RowsWritten {
         rows: outcome.rows,
@@ -873,12 +876,24 @@ async fn record_changes(
             .prepare(draft.clone())
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
-    let cursor = record_all(state.sync(), drafts).await.ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::Unavailable,
-            "The change log did not take the events.",
-        )
-    })?;
+    // Recording the events is this request's whole work: one the change log did not
+    // take (refused, the feed closed, or not committed within `logFailureGrace` while the
+    // log cannot be written) fails it, so the recorder sends it again (a repeated event is
+    // harmless: it only makes readers look again).
+    let recorded = record_all(state.sync(), drafts).await;
+    let cursor = recorded
+        .cursor
+        .filter(|_| recorded.failed == 0)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "The change log did not take {} of the events; send them again.",
+                    recorded.failed.max(1)
+                ),
+            )
+            .with_retry_after(crate::limits::DEGRADED_RETRY_AFTER_SECS)
+        })?;
     let body = serde_json::json!({"cursor": cursor.to_string()});
     Ok(json(StatusCode::OK, &body, Some(cursor)))
 }

@@ -14,6 +14,7 @@
 //! blocking database call (see [`crate::cache`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use indexmap::IndexMap;
@@ -374,10 +375,25 @@ pub(crate) fn scope_source() -> Option<RequestSource> {
     WRITE.try_with(|s| s.rs.clone()).ok().flatten()
 }
 
+/// What [`record_all`] recorded: the highest cursor (of the events recorded and of those
+/// already appended), and how many events the change log did not take.
+#[derive(Debug, Default)]
+pub(crate) struct Recorded {
+    pub(crate) cursor: Option<Cursor>,
+    /// Events not recorded (refused, the feed closed, or not committed within the wait);
+    /// each was logged.
+    pub(crate) failed: usize,
+}
+
 /// Records the drafts of `pending` (deduplicated) at once — they share one coalescing
 /// window — and waits for their rows; the highest cursor (of those and of the events
-/// already appended).
-pub(crate) async fn record_all(sync: &SyncService, pending: impl Into<Pending>) -> Option<Cursor> {
+/// already appended), and how many failed.
+///
+/// The wait is bounded by the feed's `logFailureGrace`: while the log cannot be written
+/// the appender retries an event until it succeeds, so a write never waits longer than
+/// the outage takes to make the feed degraded (the event stays queued and is recorded
+/// when the log heals). Every failure is logged with its source.
+pub(crate) async fn record_all(sync: &SyncService, pending: impl Into<Pending>) -> Recorded {
     let Pending { drafts, cursor } = pending.into();
     let mut unique: Vec<ChangeDraft> = Vec::new();
     for d in drafts {
@@ -385,12 +401,38 @@ pub(crate) async fn record_all(sync: &SyncService, pending: impl Into<Pending>) 
             unique.push(d);
         }
     }
-    futures_util::future::join_all(unique.into_iter().map(|d| sync.record_and_wait(d)))
-        .await
-        .into_iter()
-        .flatten()
-        .chain(cursor)
-        .max_by_key(|c| c.seq)
+    let wait = Duration::from_millis(sync.limits().log_failure_grace());
+    let recorded = futures_util::future::join_all(unique.into_iter().map(|d| async move {
+        let source = d.source.clone();
+        (
+            source,
+            tokio::time::timeout(wait, sync.record_and_wait(d)).await,
+        )
+    }))
+    .await;
+    let mut out = Recorded { cursor, failed: 0 };
+    for (source, result) in recorded {
+        match result {
+            Ok(Ok(c)) => {
+                if out.cursor.as_ref().is_none_or(|best| best.seq < c.seq) {
+                    out.cursor = Some(c);
+                }
+            }
+            Ok(Err(error)) => {
+                out.failed += 1;
+                tracing::warn!(%source, %error, "a change event could not be recorded");
+            }
+            Err(_) => {
+                out.failed += 1;
+                tracing::warn!(
+                    %source,
+                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    "the change log did not take an event in time (it stays queued)"
+                );
+            }
+        }
+    }
+    out
 }
 
 fn json_text<T: Serialize>(value: &T) -> DbResult<String> {

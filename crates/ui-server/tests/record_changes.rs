@@ -115,3 +115,43 @@ async fn a_recorder_records_and_nobody_else_can() {
     let a = record(&app, Some(TOKEN), None, refused).await;
     assert_eq!(a.code(), "rate-limited", "{a:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_the_change_log_cannot_take_are_503_not_200() {
+    let dir = TempDir::new("record-changes");
+    let mut config = config(&dir);
+    config.sources = SourcesConfig::Inline(recorder_sources());
+    config.sync_limits = config.sync_limits.with("logFailureGrace", 300).unwrap();
+    let app = App::with_config(config, dir).await;
+    // The log's table is gone: the appender fails and retries until it comes back.
+    let db = rusqlite::Connection::open(app.dir.0.join("app.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    db.execute_batch("ALTER TABLE ui_sync_events RENAME TO ui_sync_events_gone;")
+        .unwrap();
+
+    let change = json!({"source": "ci.runs", "audience": {"kind": "project", "id": "web"}});
+    let a = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        record(&app, Some(TOKEN), None, change.clone()),
+    )
+    .await
+    .expect("the request is answered within logFailureGrace, not held for the outage");
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        "{a:?}"
+    );
+    assert_eq!(a.header("retry-after"), Some("10"));
+    assert!(a.header("x-ui-sync-seq").is_none());
+
+    // Once the log is back, the same change is recorded.
+    db.execute_batch("ALTER TABLE ui_sync_events_gone RENAME TO ui_sync_events;")
+        .unwrap();
+    let a = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        record(&app, Some(TOKEN), None, change),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(a.status, StatusCode::OK, "{a:?}");
+}

@@ -566,17 +566,32 @@ impl AppState {
     /// (`sync.md` §4.2, §5.1). The event goes through the log, so streams on other
     /// processes sharing it follow too, within the usual delivery time (well under 1 s).
     ///
+    /// Waits at most the feed's `logFailureGrace` for the event to be committed (while the
+    /// log cannot be written the appender retries it until it succeeds; it stays queued).
+    ///
     /// # Errors
-    /// What recording answers ([`SyncError`]).
+    /// What recording answers ([`SyncError`]); [`SyncError::Store`] when the event was not
+    /// committed within the wait.
     pub async fn membership_changed(&self, user_id: &str) -> Result<Cursor, SyncError> {
-        self.sync()
-            .record_and_wait(ChangeDraft {
+        let wait = Duration::from_millis(self.sync_limits().log_failure_grace());
+        let recorded = tokio::time::timeout(
+            wait,
+            self.sync().record_and_wait(ChangeDraft {
                 source: crate::auth::MEMBERS_SOURCE.to_owned(),
                 audience: Some(Audience::user(user_id)),
                 key: None,
                 rs: None,
-            })
-            .await
+            }),
+        )
+        .await;
+        match recorded {
+            Ok(recorded) => recorded,
+            Err(_) => Err(SyncError::Store(format!(
+                "the audience-changed event of `{user_id}` was not committed within {} ms \
+                 (logFailureGrace); it stays queued",
+                wait.as_millis()
+            ))),
+        }
     }
 
     /// Ends `session` everywhere: its open event streams send `bye signed-out` and close.

@@ -143,6 +143,17 @@ async fn events_the_change_log_cannot_take_are_503_not_200() {
     );
     assert_eq!(a.header("retry-after"), Some("10"));
     assert!(a.header("x-ui-sync-seq").is_none());
+    // A host's membership change is not held for the outage either.
+    let changed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        app.state.membership_changed("alice"),
+    )
+    .await
+    .expect("answered within logFailureGrace");
+    assert!(
+        matches!(changed, Err(ui_sync::SyncError::Store(_))),
+        "{changed:?}"
+    );
 
     // Once the log is back, the same change is recorded.
     db.execute_batch("ALTER TABLE ui_sync_events_gone RENAME TO ui_sync_events;")

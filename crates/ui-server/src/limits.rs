@@ -33,9 +33,17 @@ pub const MAX_TITLE_CHARS: usize = 200;
 /// Rows one source read may return; one more fails the read. The catalog's list cap.
 pub const MAX_SOURCE_ROWS: usize = ui_core::limits::MAX_LIST_ITEMS;
 
-/// Longest wait of `finish` for the freeze of the item's first readings, in ms: the
-/// read timeout of one query plus a margin (`host.md` §16). The freeze goes on after it.
-pub const FREEZE_WAIT_MS: u64 = 10_000;
+/// The margin of `finish`'s wait for the freeze of the item's first readings, in ms: the
+/// wait is the configured read timeout of one query (`readTimeoutMilliseconds`,
+/// `host.md` §16) plus this ([`freeze_wait_ms`]). The freeze goes on after it.
+pub const FREEZE_WAIT_MARGIN_MS: u64 = 2_000;
+
+/// Longest wait of `finish` for the freeze of the item's first readings, in ms, under a
+/// read timeout of `read_timeout_ms`: the read timeout plus [`FREEZE_WAIT_MARGIN_MS`]
+/// (10 s under the default 8 s).
+pub const fn freeze_wait_ms(read_timeout_ms: u64) -> u64 {
+    read_timeout_ms.saturating_add(FREEZE_WAIT_MARGIN_MS)
+}
 
 /// Sessions whose poll rate is tracked at once; past it the fullest buckets are dropped.
 pub const MAX_TRACKED_SESSIONS: usize = 10_000;
@@ -140,3 +148,16 @@ pub const SHUTDOWN_SPREAD: Duration = Duration::from_secs(10);
 /// Default [`crate::ServerConfig::drain_timeout`]: the spread and 5 s for what is in
 /// flight.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_freeze_wait_is_the_read_timeout_plus_the_margin() {
+        let default = ui_core::HostLimits::DEFAULT.read_timeout();
+        assert_eq!(freeze_wait_ms(default), 10_000);
+        assert_eq!(freeze_wait_ms(30_000), 32_000);
+        assert_eq!(freeze_wait_ms(u64::MAX), u64::MAX);
+    }
+}

@@ -12,7 +12,7 @@ use ui_host::block_revision;
 use crate::db::DbError;
 use crate::drafts::ReplyDraft;
 use crate::error::{ApiError, ErrorCode};
-use crate::limits::{FREEZE_WAIT_MS, MAX_TITLE_CHARS};
+use crate::limits::{MAX_TITLE_CHARS, freeze_wait_ms};
 use crate::state::AppState;
 use crate::store::{Chat, ChatItem, ReplyUpdate, Role};
 
@@ -291,8 +291,8 @@ impl AppState {
     /// Finishes the streaming reply `item_id` (with `text` as its whole text when given):
     /// compiles it with the host's query schemas, gives every block its revision, stores
     /// it, and tells the host service (`observe`, final), which freezes the first
-    /// readings. With `wait`, answers once they are frozen (at most
-    /// [`FREEZE_WAIT_MS`]), so the item it returns carries them.
+    /// readings. With `wait`, answers once they are frozen (at most the configured read
+    /// timeout plus a margin, [`freeze_wait_ms`]), so the item it returns carries them.
     ///
     /// # Errors
     /// As [`AppState::append_delta`].
@@ -352,14 +352,28 @@ impl AppState {
     }
 
     /// Waits until every block of the item has its frozen entry for its revision, no
-    /// freeze runs any more, or [`FREEZE_WAIT_MS`] passed.
+    /// freeze runs any more, or the configured read timeout plus a margin passed
+    /// ([`freeze_wait_ms`]).
     async fn wait_for_freeze(&self, chat_id: &str, item_id: &str) {
         let clock = self.clock();
-        let deadline = clock.now_ms() + FREEZE_WAIT_MS;
+        let deadline = clock
+            .now_ms()
+            .saturating_add(freeze_wait_ms(self.limits().host.read_timeout()));
         let blocks = self.limits().reply.blocks() as usize;
         loop {
-            let Ok(Some(item)) = self.store().stored_item(chat_id, item_id).await else {
-                return;
+            let item = match self.store().stored_item(chat_id, item_id).await {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(e) => {
+                    // The answer then carries what the store holds; the freeze goes on.
+                    tracing::warn!(
+                        chat = chat_id,
+                        item = item_id,
+                        error = %e,
+                        "reading the item while waiting for its freeze failed"
+                    );
+                    return;
+                }
             };
             let frozen = item.blocks.iter().take(blocks).all(|b| {
                 item.ui_queries

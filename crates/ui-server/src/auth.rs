@@ -95,12 +95,18 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let state = AppState::from_ref(state);
-        let principal = match tokio::time::timeout(
-            AUTH_TIMEOUT,
-            state.authenticator().principal(parts),
-        )
-        .await
-        {
+        // Polled once first: an authenticator that answers at once (a cookie looked up in
+        // memory, the usual case) arms no timer on this path every request takes.
+        let answered = {
+            let mut call = std::pin::pin!(state.authenticator().principal(parts));
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+            match first {
+                std::task::Poll::Ready(principal) => Ok(principal),
+                std::task::Poll::Pending => tokio::time::timeout(AUTH_TIMEOUT, call).await,
+            }
+        };
+        let principal = match answered {
             Ok(principal) => principal.ok_or_else(ApiError::unauthenticated)?,
             Err(_) => {
                 tracing::warn!(

@@ -595,13 +595,26 @@ fn access_record(row: DbResult<Option<Option<String>>>) -> (AccessRecord, usize)
     match row {
         Ok(Some(Some(text))) => match Value::from_json_str(&text) {
             Ok(v) => (AccessRecord::Granted(Arc::new(v)), text.len()),
-            Err(_) => (AccessRecord::Denied, 0),
+            Err(e) => {
+                tracing::error!(error = %e, "a stored access is not JSON; it counts as denied");
+                (AccessRecord::Denied, 0)
+            }
         },
         Ok(Some(None)) => (AccessRecord::Denied, 0),
         Ok(None) => (AccessRecord::Absent, 0),
         // Unknown is never a grant.
-        Err(_) => (AccessRecord::Denied, 0),
+        Err(e) => {
+            tracing::error!(error = %e, "reading an access failed; it counts as denied");
+            (AccessRecord::Denied, 0)
+        }
     }
+}
+
+/// The value of a read the [`UiStore`] answers as `Option` or `bool`, where a failure can
+/// only read as "absent": the failure is logged first, so it never passes for a fact.
+fn logged<T, E: std::fmt::Display>(what: &str, read: Result<T, E>) -> Option<T> {
+    read.map_err(|e| tracing::error!(error = %e, "reading {what} failed; it counts as absent"))
+        .ok()
 }
 
 fn chat_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatRow> {
@@ -1248,32 +1261,31 @@ impl ChatStore {
 #[async_trait]
 impl UiStore for ChatStore {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
-        Some(self.chat(chat_id).await.ok()??.info.clone())
+        Some(logged("a chat", self.chat(chat_id).await)??.info.clone())
     }
 
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
-        self.stored_item(chat_id, item_id).await.ok().flatten()
+        logged("an item", self.stored_item(chat_id, item_id).await).flatten()
     }
 
     async fn block(&self, chat_id: &str, item_id: &str, block_id: &str) -> Option<StoredBlock> {
-        self.stored_block(chat_id, item_id, block_id)
-            .await
-            .ok()
-            .flatten()
+        logged(
+            "a block",
+            self.stored_block(chat_id, item_id, block_id).await,
+        )
+        .flatten()
     }
 
     async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
         let db = match &self.backend {
             Backend::Sqlite(db) => db,
             Backend::Pg(pg) => {
-                return self
-                    .pg_has_newer_item(pg, chat_id, item_id)
-                    .await
-                    .unwrap_or(false);
+                let newer = self.pg_has_newer_item(pg, chat_id, item_id).await;
+                return logged("the newer items", newer).unwrap_or(false);
             }
         };
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        db.read(move |conn| {
+        let newer = db.read(move |conn| {
             Ok(conn
                 .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM ui_items WHERE chat_id = ?1 \
@@ -1281,9 +1293,8 @@ impl UiStore for ChatStore {
                            AND pos > (SELECT pos FROM ui_items WHERE chat_id = ?1 AND id = ?2))",
                 )?
                 .query_row(params![c, i], |r| r.get(0))?)
-        })
-        .await
-        .unwrap_or(false)
+        });
+        logged("the newer items", newer.await).unwrap_or(false)
     }
 
     /// A granted access from the cache; anything else from the database (absent and denied

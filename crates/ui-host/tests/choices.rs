@@ -3,21 +3,8 @@
 
 mod common;
 
-use common::{REPLY, World, advance, record, set, settle};
-use indexmap::IndexMap;
-use ui_host::{ChoicePayload, WireRefusal};
-
-fn choice(block: &(String, String), choice_id: &str) -> ChoicePayload {
-    ChoicePayload {
-        chat_id: "c1".into(),
-        item_id: "i1".into(),
-        block_id: block.0.clone(),
-        revision: block.1.clone(),
-        choice_id: choice_id.to_owned(),
-        values: ui_core::Record::default(),
-        reads: IndexMap::new(),
-    }
-}
+use common::{REPLY, World, advance, choice, record, set, settle};
+use ui_host::WireRefusal;
 
 fn codes(err: &WireRefusal) -> (&str, Option<&str>) {
     (err.wire.as_str(), err.code.as_deref())

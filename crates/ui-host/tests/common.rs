@@ -443,3 +443,30 @@ pub fn payload_for(chat: &str, item: &str, block: &Block, query: &str) -> QueryP
         seen: None,
     }
 }
+
+/// A `ui.link` payload for node `node` of `block` (item `i1` of `c1`), with no values or reads.
+pub fn link(block: &(String, String), node: &str) -> ui_host::LinkPayload {
+    ui_host::LinkPayload {
+        chat_id: "c1".into(),
+        item_id: "i1".into(),
+        block_id: block.0.clone(),
+        revision: block.1.clone(),
+        node_id: node.to_owned(),
+        values: ui_core::Record::default(),
+        reads: indexmap::IndexMap::new(),
+    }
+}
+
+/// A `chat.uiChoice` payload for `choice_id` of `block` (item `i1` of `c1`), with no values
+/// or reads.
+pub fn choice(block: &(String, String), choice_id: &str) -> ui_host::ChoicePayload {
+    ui_host::ChoicePayload {
+        chat_id: "c1".into(),
+        item_id: "i1".into(),
+        block_id: block.0.clone(),
+        revision: block.1.clone(),
+        choice_id: choice_id.to_owned(),
+        values: ui_core::Record::default(),
+        reads: indexmap::IndexMap::new(),
+    }
+}

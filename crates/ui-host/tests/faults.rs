@@ -9,13 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{
-    REPLY, World, advance, compile_final, payload_for, put_blocks, set, settle, simple_service,
+    REPLY, World, advance, choice, compile_final, link, payload_for, put_blocks, set, settle,
+    simple_service,
 };
 use indexmap::IndexMap;
 use ui_core::Value;
-use ui_host::{
-    AccessRecord, ChoicePayload, FnSource, LinkPayload, SourceRegistry, UiStore, ValueSchema,
-};
+use ui_host::{AccessRecord, FnSource, SourceRegistry, UiStore, ValueSchema};
 use ui_links::LinkState;
 
 /// The read timeout of the spec's limits.
@@ -80,15 +79,7 @@ async fn an_authorize_that_never_answers_refuses_the_choice_at_the_read_timeout(
         .read_id
         .unwrap();
     let choice_id = w.node_ids("c1", "i1", "Choice")[0].clone();
-    let mut p = ChoicePayload {
-        chat_id: "c1".into(),
-        item_id: "i1".into(),
-        block_id: block.0.clone(),
-        revision: block.1.clone(),
-        choice_id,
-        values: ui_core::Record::default(),
-        reads: IndexMap::new(),
-    };
+    let mut p = choice(&block, &choice_id);
     p.reads.insert("$runs".into(), read);
     set(&w.host.knobs.mode, 6);
     let service = w.service.clone();
@@ -112,17 +103,8 @@ async fn a_link_that_never_resolves_is_plain_timed_out_at_the_read_timeout() {
     w.service.observe("c1", "i1", false).await;
     settle().await;
     let files = w.node_ids("c1", "i1", "File");
-    let link = |node: &str| LinkPayload {
-        chat_id: "c1".into(),
-        item_id: "i1".into(),
-        block_id: block.0.clone(),
-        revision: block.1.clone(),
-        node_id: node.to_owned(),
-        values: ui_core::Record::default(),
-        reads: IndexMap::new(),
-    };
     let service = w.service.clone();
-    let hanging = link(&files[0]);
+    let hanging = link(&block, &files[0]);
     let resolving = tokio::spawn(async move { service.link(&hanging).await });
     advance(TIMEOUT_MS - 1).await;
     assert!(!resolving.is_finished(), "answered before the timeout");
@@ -134,7 +116,7 @@ async fn a_link_that_never_resolves_is_plain_timed_out_at_the_read_timeout() {
     );
     // The other link of the block resolves as ever.
     assert_eq!(
-        w.service.link(&link(&files[1])).await.state,
+        w.service.link(&link(&block, &files[1])).await.state,
         LinkState::Chip
     );
 }

@@ -3,27 +3,14 @@
 
 mod common;
 
-use common::{REPLY, World, record, settle};
+use common::{REPLY, World, link, record, settle};
 use indexmap::IndexMap;
-use ui_host::LinkPayload;
 use ui_links::{LinkResolution, LinkState, LinkTarget};
 
 const LINKS: &str = "```ui\n<File path=\"src/app.rs\">app</File>\n<File path=\"secret/key.pem\">key</File>\n\
 <File path=\"offline/x.rs\">x</File>\n<File path=\"chipless/y.rs\">y</File>\n\
 <File path=\"badsha/z.rs\">z</File>\n<File path=\"gone/w.rs\">w</File>\n\
 <File path=\"extra/v.rs\">v</File>\n<Summary>files</Summary>\n```\n";
-
-fn link(block: &(String, String), node: &str) -> LinkPayload {
-    LinkPayload {
-        chat_id: "c1".into(),
-        item_id: "i1".into(),
-        block_id: block.0.clone(),
-        revision: block.1.clone(),
-        node_id: node.to_owned(),
-        values: ui_core::Record::default(),
-        reads: IndexMap::new(),
-    }
-}
 
 /// The resolution of each File of the LINKS reply, by the first segment of its path.
 async fn resolve_all(w: &World) -> IndexMap<String, LinkResolution> {

@@ -496,14 +496,7 @@ async fn failed_writes_retry_with_backoff_and_mark_sync_degraded_after_the_grace
     let store = MemStore::new();
     let service = start(&store, SyncLimits::DEFAULT).await;
     store.fail.store(true, Ordering::SeqCst);
-    let waiter = tokio::spawn({
-        let service = service.clone();
-        async move {
-            service
-                .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), None))
-                .await
-        }
-    });
+    let waiter = waiting_record(&service);
     let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
     tokio::time::sleep(grace - Duration::from_secs(5)).await;
     assert!(!service.degraded());
@@ -530,6 +523,18 @@ async fn failed_writes_retry_with_backoff_and_mark_sync_degraded_after_the_grace
         2,
         "drafts queued meanwhile are written too"
     );
+}
+
+/// Records a draft of `ci.runs` for `p1` and waits for its row, on a task of its own.
+fn waiting_record(
+    service: &SyncService,
+) -> tokio::task::JoinHandle<Result<ui_sync::Cursor, SyncError>> {
+    let service = service.clone();
+    tokio::spawn(async move {
+        service
+            .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), None))
+            .await
+    })
 }
 
 /// Advances the paused clock to `at` after `origin`.
@@ -596,14 +601,7 @@ async fn an_append_that_never_answers_turns_sync_degraded_after_the_grace() {
     let service = start(&store, SyncLimits::DEFAULT).await;
     store.hang.store(true, Ordering::SeqCst);
     let origin = Instant::now();
-    let waiter = tokio::spawn({
-        let service = service.clone();
-        async move {
-            service
-                .record_and_wait(draft("ci.runs", Some(p1()), Some("main"), None))
-                .await
-        }
-    });
+    let waiter = waiting_record(&service);
     // The window closes at 50 ms and the append starts; the grace runs from there.
     let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
     let started = Duration::from_millis(50);

@@ -1,12 +1,13 @@
 //! `cargo xtask`: the project's automation, run from any directory of the workspace.
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
-//!   test, the docs with warnings denied, and a build of the benches and fuzz targets. The
-//!   PostgreSQL tests of `ui-sync`, of the server's store and routes (`ui-server`'s
-//!   `--lib` and `tests/database.rs`), of its sources on PostgreSQL (`tests/pg_sources.rs`)
-//!   and of two `uiblocks serve` instances (`ui-cli`'s `tests/instances.rs`), with
-//!   `UI_PG_REQUIRED`/`UI_SERVER_PG_REQUIRED` so none of them skips, run against a
-//!   throwaway cluster that it installs (apt) and
+//!   test, the docs with warnings denied, and a build of the benches and fuzz targets. One
+//!   `cargo test --workspace` runs every test, the PostgreSQL ones included: those of
+//!   `ui-sync`, of the server's store and routes (`ui-server`'s `--lib` and
+//!   `tests/database.rs`), of its sources on PostgreSQL (`tests/pg_sources.rs`) and of two
+//!   `uiblocks serve` instances (`ui-cli`'s `tests/instances.rs`), with
+//!   `UI_PG_REQUIRED`/`UI_SERVER_PG_REQUIRED` so none of them skips, against a throwaway
+//!   cluster that it installs (apt) and
 //!   starts as root, or against `UI_SYNC_PG` when that is set. The browser end-to-end test
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
@@ -96,35 +97,27 @@ fn run(root: &Path, step: &Step<'_>) -> Result<(), String> {
 
 fn ci(root: &Path) -> Result<(), String> {
     let started = Instant::now();
-    let before_tests = [
+    // Every cargo command below that builds the workspace's code selects `--workspace`, so
+    // that features unify the same way in each and later steps reuse what earlier ones
+    // built. A `-p CRATE` command resolves its dependencies' features for that crate alone
+    // and rebuilds most of the dependency graph (on a cold target, minutes per step). The
+    // steps that must see a crate with fewer features (`-p ui-compiler
+    // --no-default-features`, the crates without `schema`) are the only exceptions.
+    let lints = [
         Step {
             label: "fmt",
             program: "cargo",
             args: &["fmt", "--all", "--check"],
             env: &[],
         },
+        // In the workspace, ui-server turns on ui-sync's `postgres` feature, so this also
+        // lints ui-sync's PostgreSQL code and its tests.
         Step {
             label: "clippy",
             program: "cargo",
             args: &[
                 "clippy",
                 "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-            env: &[],
-        },
-        Step {
-            label: "clippy-postgres",
-            program: "cargo",
-            args: &[
-                "clippy",
-                "-p",
-                "ui-sync",
-                "--features",
-                "postgres",
                 "--all-targets",
                 "--",
                 "-D",
@@ -150,16 +143,16 @@ fn ci(root: &Path) -> Result<(), String> {
             env: &[],
         },
         // The driver without its fast answer writer (ui-cli's `speedups` feature): the
-        // plain serde_json path must build and lint on its own. A step of its own: beside
-        // ui-compiler in one command, ui-cli's dependency would turn ui-compiler's
-        // `speedups` back on for the step above.
+        // plain serde_json path must build and lint on its own. Workspace-wide, so the
+        // dependencies checked above are reused; ui-compiler keeps its `speedups` here,
+        // since its dependents ask for its default features (the step above lints it
+        // without them).
         Step {
             label: "clippy-cli-no-speedups",
             program: "cargo",
             args: &[
                 "clippy",
-                "-p",
-                "ui-cli",
+                "--workspace",
                 "--no-default-features",
                 "--all-targets",
                 "--",
@@ -168,9 +161,10 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[],
         },
-        // The pure crates and ui-sync without their `schema` feature: in the workspace
-        // build ui-server turns it on for all of them, so only this build shows that they
-        // stand without schemars (ui-compiler's is the `--no-default-features` one above).
+        // The pure crates and ui-sync without their `schema` feature (and ui-sync without
+        // `postgres`): in the workspace build ui-server turns both on, so only this build
+        // shows that they stand without them (ui-compiler's is the
+        // `--no-default-features` one above).
         Step {
             label: "clippy-no-schema",
             program: "cargo",
@@ -191,13 +185,38 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[],
         },
-        Step {
-            label: "test",
-            program: "cargo",
-            args: &["test", "--workspace", "--all-targets"],
-            env: &[("INSTA_UPDATE", "no")],
-        },
-        Step {
+    ];
+    for step in &lints {
+        run(root, step)?;
+    }
+    // Every test of the workspace, with the PostgreSQL ones against a throwaway cluster:
+    // ui-sync's change log (its unit tests and `tests/postgres.rs`), the server's store,
+    // routes and sources (`ui-server`'s unit tests, `tests/database.rs`,
+    // `tests/pg_sources.rs`, the sources also on the application's own PostgreSQL,
+    // `[connections.NAME]`: the same cluster) and two `uiblocks serve` processes on one
+    // database (`ui-cli`'s `tests/instances.rs`). `UI_PG_REQUIRED` and
+    // `UI_SERVER_PG_REQUIRED` turn a missing database into a failure instead of a skip.
+    // Each of those tests makes its own database or schema.
+    with_postgres(root, |conninfo| {
+        run(
+            root,
+            &Step {
+                label: "test",
+                program: "cargo",
+                args: &["test", "--workspace", "--all-targets"],
+                env: &[
+                    ("INSTA_UPDATE", "no"),
+                    ("UI_SYNC_PG", conninfo),
+                    ("UI_PG_REQUIRED", "1"),
+                    ("UI_SERVER_PG", conninfo),
+                    ("UI_SERVER_PG_REQUIRED", "1"),
+                ],
+            },
+        )
+    })?;
+    run(
+        root,
+        &Step {
             label: "test-no-speedups",
             program: "cargo",
             args: &[
@@ -209,69 +228,11 @@ fn ci(root: &Path) -> Result<(), String> {
             ],
             env: &[("INSTA_UPDATE", "no")],
         },
-    ];
-    for step in &before_tests {
-        run(root, step)?;
-    }
-    with_postgres(root, |conninfo| {
-        run(
-            root,
-            &Step {
-                label: "test-postgres",
-                program: "cargo",
-                args: &[
-                    "test",
-                    "-p",
-                    "ui-sync",
-                    "--features",
-                    "postgres",
-                    "--lib",
-                    "--test",
-                    "postgres",
-                ],
-                env: &[("UI_SYNC_PG", conninfo)],
-            },
-        )?;
-        // The server's store, routes and sources on PostgreSQL (the sources also on the
-        // application's own PostgreSQL, `[connections.NAME]`: the same cluster);
-        // `UI_PG_REQUIRED` and `UI_SERVER_PG_REQUIRED` turn a missing database into a failure.
-        run(
-            root,
-            &Step {
-                label: "test-server-postgres",
-                program: "cargo",
-                args: &[
-                    "test",
-                    "-p",
-                    "ui-server",
-                    "--lib",
-                    "--test",
-                    "database",
-                    "--test",
-                    "pg_sources",
-                ],
-                env: &[
-                    ("UI_SYNC_PG", conninfo),
-                    ("UI_PG_REQUIRED", "1"),
-                    ("UI_SERVER_PG", conninfo),
-                    ("UI_SERVER_PG_REQUIRED", "1"),
-                ],
-            },
-        )?;
-        // Two `uiblocks serve` processes on one PostgreSQL database.
-        run(
-            root,
-            &Step {
-                label: "test-instances-postgres",
-                program: "cargo",
-                args: &["test", "-p", "ui-cli", "--test", "instances"],
-                env: &[("UI_SYNC_PG", conninfo), ("UI_PG_REQUIRED", "1")],
-            },
-        )
-    })?;
+    )?;
     browser_test(root)?;
     mcp_inspector_test(root)?;
-    let after_tests = [
+    // `cargo doc --workspace` documents ui-sync with its `postgres` feature (see clippy).
+    let docs = [
         Step {
             label: "doctest",
             program: "cargo",
@@ -284,21 +245,8 @@ fn ci(root: &Path) -> Result<(), String> {
             args: &["doc", "--workspace", "--no-deps"],
             env: &[("RUSTDOCFLAGS", "-D warnings")],
         },
-        Step {
-            label: "doc-postgres",
-            program: "cargo",
-            args: &[
-                "doc",
-                "-p",
-                "ui-sync",
-                "--features",
-                "postgres",
-                "--no-deps",
-            ],
-            env: &[("RUSTDOCFLAGS", "-D warnings")],
-        },
     ];
-    for step in &after_tests {
+    for step in &docs {
         run(root, step)?;
     }
     if root.join("fuzz/Cargo.toml").exists() {
@@ -325,7 +273,7 @@ const POSTGRES_LIB: &str = "/usr/lib/postgresql";
 const POSTGRES_USER: &str = "postgres";
 
 /// Runs `body` with the connection string of a throwaway PostgreSQL cluster, for the
-/// tests of `ui-sync`'s `postgres` feature.
+/// workspace's PostgreSQL tests.
 ///
 /// When `UI_SYNC_PG` is already set, that database is used as it is. Otherwise, as root:
 /// installs the `postgresql` package when no `initdb` exists (`apt-get update`, then
@@ -704,7 +652,10 @@ fn mcp_inspector_test(root: &Path) -> Result<(), String> {
         &Step {
             label: "mcp-build",
             program: "cargo",
-            args: &["build", "-p", "ui-cli", "--bin", "uiblocks"],
+            // The binary as `ui-cli`'s integration tests have it built, with the features
+            // of the workspace's test build: after `ci`'s test step nothing is rebuilt
+            // (`cargo build -p ui-cli` would resolve other features and rebuild it).
+            args: &["test", "--workspace", "--test", "mcp", "--no-run"],
             env: &[],
         },
     )?;

@@ -1,20 +1,25 @@
 //! Host code that misbehaves (`host.md` §4, §6, §12, §13, §17.7): a `capture`, `authorize`
 //! or `link` that never answers is bounded by the read timeout, and a host or source that
-//! panics leaves no capture, flight or slot behind for later requests to trip on. Paused
-//! clock.
+//! panics leaves no capture, flight or slot behind for later requests to trip on, and a
+//! store write that hangs holds up only its own block's choices. Paused clock.
 
 mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use common::{
     REPLY, World, advance, choice, compile_final, link, payload_for, put_blocks, set, settle,
     simple_service,
 };
 use indexmap::IndexMap;
-use ui_core::Value;
-use ui_host::{AccessRecord, FnSource, SourceRegistry, UiStore, ValueSchema};
+use ui_core::{HostLimits, UiHostLimits, Value};
+use ui_host::{
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, ChoicePayload, FnSource, MemoryStore,
+    SendResult, SourceRegistry, StoreError, StoredItem, TokioClock, UiQueries, UiQueryState,
+    UiStore, ValueSchema,
+};
 use ui_links::LinkState;
 
 /// The read timeout of the spec's limits.
@@ -188,4 +193,103 @@ async fn the_memory_store_fails_writes_it_cannot_make() {
         blocks: IndexMap::new(),
     };
     assert!(store.set_ui_queries("nowhere", "i1", state).await.is_err());
+}
+
+/// A store whose `send_choice` never answers for chat `c1`: a database stuck on one chat's
+/// row. Everything else goes to the world's store.
+struct SendHangsFor {
+    inner: Arc<MemoryStore>,
+}
+
+#[async_trait::async_trait]
+impl UiStore for SendHangsFor {
+    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+        self.inner.chat_info(chat_id).await
+    }
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
+        self.inner.item(chat_id, item_id).await
+    }
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        self.inner.has_newer_item(chat_id, item_id).await
+    }
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
+        self.inner.access(chat_id, item_id).await
+    }
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError> {
+        self.inner.set_access(chat_id, item_id, access).await
+    }
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError> {
+        self.inner.set_ui_queries(chat_id, item_id, state).await
+    }
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError> {
+        if chat_id == "c1" {
+            std::future::pending::<()>().await;
+        }
+        self.inner.send_choice(chat_id, origin, context).await
+    }
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
+        self.inner.record_answer(chat_id, answer).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_choice_whose_store_write_hangs_holds_up_only_its_own_block() {
+    let w = World::new();
+    let text = "```ui\n<Choices><Choice>Yes</Choice><Choice>No</Choice></Choices>\n```\n";
+    let stuck = w.put_reply("c1", "i1", text)[0].clone();
+    let other = w.put_reply("c2", "i1", text)[0].clone();
+    let service = UiQueries::with_limits(
+        w.host.clone(),
+        Arc::new(SendHangsFor {
+            inner: w.store.clone(),
+        }),
+        Arc::new(TokioClock::starting_at(1_000_000)),
+        HostLimits::DEFAULT,
+        UiHostLimits::DEFAULT,
+    );
+    let yes = w.node_ids("c1", "i1", "Choice")[0].clone();
+    let spawn_choice = |p: ChoicePayload| {
+        let service = service.clone();
+        tokio::spawn(async move { service.choose(&p).await })
+    };
+    let first = spawn_choice(choice(&stuck, &yes));
+    settle().await;
+    assert!(!first.is_finished());
+    // A second pick in the same block waits its turn (the two must not both pass the
+    // "already answered" check).
+    let second = spawn_choice(choice(&stuck, &yes));
+    settle().await;
+    assert!(!second.is_finished());
+    assert_eq!(service.stats().choices, 1);
+    // A pick in another chat's block does not wait behind either.
+    let mut elsewhere = choice(&other, &w.node_ids("c2", "i1", "Choice")[1]);
+    elsewhere.chat_id = "c2".into();
+    let answer = tokio::time::timeout(Duration::from_millis(1), service.choose(&elsewhere))
+        .await
+        .expect("waited behind another chat's choice")
+        .unwrap();
+    assert_eq!(answer.origin.label, "No");
+    assert_eq!(w.store.sent("c2").len(), 1);
+    // The requests of the stuck block go away (their clients left): so does its turn.
+    second.abort();
+    first.abort();
+    settle().await;
+    assert!(second.await.unwrap_err().is_cancelled());
+    assert!(first.await.unwrap_err().is_cancelled());
+    assert_eq!(service.stats().choices, 0);
 }

@@ -7,8 +7,8 @@ use indexmap::{Equivalent, IndexMap};
 use ui_compiler::{Block, resolve_choice};
 use ui_core::{HostCode, Record, Value, WireCode};
 
-use super::UiQueries;
 use super::key::{QueryIdRef, QueryKeyRef, Structural};
+use super::{UiQueries, lock};
 use crate::clock::BudgetClock;
 use crate::payload::{ChoicePayload, QueryPayload};
 use crate::reading::{QueryReading, WireRefusal};
@@ -230,7 +230,7 @@ impl UiQueries {
                 for_choice: true,
             })
             .await?;
-        let _one_at_a_time = self.choices.lock().await;
+        let _turn = ChoiceTurn::take(self, p).await;
         let Some((item, block)) = self
             .stored_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
             .await
@@ -299,5 +299,46 @@ impl UiQueries {
             .await
             .map_err(failed)?;
         Ok(answer)
+    }
+}
+
+/// A block, by chat, item and block id: the unit in which choices take turns.
+pub(super) type BlockKey = (String, String, String);
+
+/// A turn at answering one block's choices. Two picks in one block must not both pass the
+/// "already answered" check, so they take turns; the turn is per block, so a pick never
+/// waits behind another block's store writes. The map entry goes with the last holder or
+/// waiter of the turn, also when its request is dropped while waiting.
+struct ChoiceTurn<'a> {
+    service: &'a UiQueries,
+    key: BlockKey,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl<'a> ChoiceTurn<'a> {
+    async fn take(service: &'a UiQueries, p: &ChoicePayload) -> ChoiceTurn<'a> {
+        let key = (p.chat_id.clone(), p.item_id.clone(), p.block_id.clone());
+        let turn = Arc::clone(lock(&service.choices).entry(key.clone()).or_default());
+        let mut this = ChoiceTurn {
+            service,
+            key,
+            turn,
+            held: None,
+        };
+        this.held = Some(Arc::clone(&this.turn).lock_owned().await);
+        this
+    }
+}
+
+impl Drop for ChoiceTurn<'_> {
+    fn drop(&mut self) {
+        // The guard holds a count of the turn too: release it first.
+        drop(self.held.take());
+        let mut turns = lock(&self.service.choices);
+        // The map's count and this one: nobody else holds or waits for the turn.
+        if Arc::strong_count(&self.turn) == 2 {
+            turns.remove(&self.key);
+        }
     }
 }

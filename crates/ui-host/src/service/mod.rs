@@ -14,7 +14,8 @@
 //! atomic across all of its maps, so they sit behind one `std::sync::Mutex` ([`SharedTable`])
 //! that is never held across an `.await`; a concurrent map per table would let two requests
 //! both pass the attempt window or both take the last slot. The smaller maps (captures,
-//! freezes, the argument memo) are each touched once per operation under their own lock.
+//! freezes, the argument memo, the choice turns) are each touched once per operation
+//! under their own lock.
 //! The source-read map is read on every read start from many tasks with no cross-map
 //! invariant, so it is a concurrent map.
 
@@ -63,7 +64,9 @@ pub struct UiQueries {
     table: SharedTable,
     captures: Mutex<HashMap<(String, String), CaptureOutcome>>,
     freezing: Mutex<HashSet<(String, String)>>,
-    choices: tokio::sync::Mutex<()>,
+    /// One turn per block with a `chat.uiChoice` being checked and recorded: picks in
+    /// one block take turns, picks in other blocks never wait for them.
+    choices: Mutex<HashMap<choice::BlockKey, Arc<tokio::sync::Mutex<()>>>>,
     arguments: Mutex<ArgumentMemo>,
     feeds: Mutex<foldhash::HashMap<key::ShareKey, Option<Arc<query::Feed>>>>,
     changes: std::sync::OnceLock<Arc<dyn ChangeIndex>>,
@@ -101,6 +104,7 @@ impl std::fmt::Debug for UiQueries {
 /// How many reads, cache entries and the like the service holds right now (for tests and
 /// metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ServiceStats {
     /// Cached fresh readings.
     pub cached: usize,
@@ -116,6 +120,8 @@ pub struct ServiceStats {
     pub captures: usize,
     /// Freezes running.
     pub freezes: usize,
+    /// Blocks with a `chat.uiChoice` being checked, recorded or waiting its turn.
+    pub choices: usize,
     /// `ui.query` requests answered from the reading cache since the service started.
     pub cache_hits: u64,
 }
@@ -201,7 +207,7 @@ impl UiQueries {
             table: SharedTable::default(),
             captures: Mutex::new(HashMap::new()),
             freezing: Mutex::new(HashSet::new()),
-            choices: tokio::sync::Mutex::new(()),
+            choices: Mutex::new(HashMap::new()),
             arguments: Mutex::new(ArgumentMemo::default()),
             feeds: Mutex::default(),
             changes: std::sync::OnceLock::new(),
@@ -251,6 +257,7 @@ impl UiQueries {
             max_chat_slots: t.chat_slots.values().copied().max().unwrap_or(0),
             captures: lock(&self.captures).len(),
             freezes: lock(&self.freezing).len(),
+            choices: lock(&self.choices).len(),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
         }
     }

@@ -11,8 +11,8 @@
 //!   principal is attached to (`host.md` §6.0): `refused-query` otherwise.
 //! - [`record_writes`]: runs the route in a write scope that collects the change events
 //!   its store writes produce (tagged with the request's `X-UI-Request-Source`), then
-//!   records them as the route's [`Writes`] says and answers the newest cursor in
-//!   `X-UI-Sync-Seq`. Inside the request log and metrics layer, so what it records is
+//!   records them (whatever the answer) as the route's [`Writes`] says and answers the
+//!   newest cursor in `X-UI-Sync-Seq`. Inside the request log and metrics layer, so what it records is
 //!   counted with the request.
 
 use std::sync::Arc;
@@ -147,17 +147,17 @@ impl<P: UiPayload> FromRequest<AppState> for Attached<P> {
     }
 }
 
-/// How a route's writes reach the change feed ([`record_writes`]).
+/// How a route's writes reach the change feed ([`record_writes`]). The events are recorded
+/// whatever the answer: each was collected after its store write committed, so a request
+/// that failed after a write (a choice refused once its message was stored, a finished
+/// reply whose final read failed) still tells the streams of the write that stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Writes {
-    /// After a successful answer, the events are recorded and the answer waits for their
-    /// cursor (`X-UI-Sync-Seq`); a failed request's events are dropped.
+    /// The answer waits for the events' cursor and, on a success, carries it
+    /// (`X-UI-Sync-Seq`).
     Wait,
-    /// As [`Writes::Wait`], but the events are recorded whatever the answer: a choice
-    /// refused after its message was stored still tells the streams.
-    Always,
-    /// After a successful answer, the events are recorded without waiting and without
-    /// `X-UI-Sync-Seq`: a reply's deltas come fast.
+    /// The events are recorded without waiting and without `X-UI-Sync-Seq`: a reply's
+    /// deltas come fast.
     NoWait,
 }
 
@@ -175,9 +175,8 @@ pub(crate) async fn record_writes(
     let seq = match writes {
         // A failed event was logged (with its source); the write itself stands, and the
         // page's cadence repairs the missed signal (`sync.md` §1, the floor).
-        Writes::Wait if success => record_all(state.sync(), drafts).await.cursor,
-        Writes::Always => record_all(state.sync(), drafts).await.cursor,
-        Writes::NoWait if success => {
+        Writes::Wait => record_all(state.sync(), drafts).await.cursor,
+        Writes::NoWait => {
             for draft in drafts {
                 if let Err(e) = state.sync().record(draft) {
                     let path = ids.as_deref().unwrap_or_default();
@@ -186,7 +185,6 @@ pub(crate) async fn record_writes(
             }
             None
         }
-        _ => None,
     };
     if success
         && let Some(seq) = seq
@@ -195,4 +193,85 @@ pub(crate) async fn record_writes(
         response.headers_mut().insert(SYNC_SEQ_HEADER, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use axum::middleware;
+    use axum::routing::post;
+    use tower::ServiceExt;
+    use ui_sync::{Audience, AudienceSet, ReadAfter};
+
+    use super::*;
+    use crate::config::ServerConfig;
+
+    /// A route that creates a chat for `alice` and then fails, as a handler whose last
+    /// step (a read, a send) failed after its write committed.
+    async fn writes_then_fails(State(state): State<AppState>) -> StatusCode {
+        state
+            .store()
+            .create_chat("alice", "web", "t")
+            .await
+            .unwrap();
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    #[tokio::test]
+    async fn a_request_that_fails_after_its_write_still_records_the_event() {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-gate-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = AppState::open(ServerConfig::new(dir.join("app.db")))
+            .await
+            .unwrap();
+        let alice = AudienceSet::new([Audience::user("alice")], 16);
+        let start = state
+            .sync()
+            .read_after(None, &alice)
+            .await
+            .unwrap()
+            .cursor()
+            .to_string();
+        for (path, writes) in [("/wait", Writes::Wait), ("/no-wait", Writes::NoWait)] {
+            let app = Router::new()
+                .route(path, post(writes_then_fails))
+                .layer(middleware::from_fn_with_state(
+                    (state.clone(), writes),
+                    record_writes,
+                ))
+                .with_state(state.clone());
+            let response = app
+                .oneshot(Request::post(path).body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            // A failed request carries no cursor.
+            assert!(response.headers().get(SYNC_SEQ_HEADER).is_none());
+        }
+        // `NoWait` records without waiting for the row: poll for a bounded while.
+        let mut events = Vec::new();
+        for _ in 0..250 {
+            match state.sync().read_after(Some(&start), &alice).await.unwrap() {
+                ReadAfter::Events { events: got, .. } => events = got,
+                other => panic!("{other:?}"),
+            }
+            if events.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(
+            events
+                .iter()
+                .all(|e| e.source == crate::store::CHATS_SOURCE)
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

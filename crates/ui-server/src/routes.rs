@@ -158,7 +158,7 @@ pub const ROUTES: &[Route] = &[
     ),
     route(Post, "/ui/query", |m| on(m, ui_query)),
     route(Post, "/ui/link", |m| on(m, ui_link)),
-    write_route(Post, "/ui/choice", Writes::Always, |m| on(m, ui_choice)),
+    write_route(Post, "/ui/choice", Writes::Wait, |m| on(m, ui_choice)),
     route(Post, "/ui/view", |m| on(m, ui_view)),
     route(Get, "/ui/events", |m| on(m, feed::events)),
     route(Get, "/ui/poll", |m| on(m, feed::poll)),
@@ -668,7 +668,7 @@ async fn ui_link(State(state): State<AppState>, Attached(p): Attached<LinkPayloa
     ok(&state.queries().link(&p).await)
 }
 
-/// A choice's events are recorded even when it is refused ([`Writes::Always`]).
+/// A choice's events are recorded even when it is refused ([`Writes`]).
 async fn ui_choice(
     State(state): State<AppState>,
     Attached(p): Attached<ChoicePayload>,

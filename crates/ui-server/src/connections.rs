@@ -389,15 +389,46 @@ impl PgPool {
         })
     }
 
-    /// Prepares `sql` (checking it) and returns its parameter types.
+    /// Prepares `sql` (checking it) and returns its parameter types, within the
+    /// connection's `connect_timeout` (for the lease and again for the prepare): a
+    /// database that stops answering, or a table locked by another session, fails the
+    /// check instead of holding the sources' load. A prepare that timed out is cancelled
+    /// in the database and its connection closed.
     pub(crate) async fn param_types(self: &Arc<Self>, sql: &str) -> Result<Vec<Type>, String> {
-        let lease = self.lease().await?;
-        let stmt = lease
-            .client()
-            .prepare(sql)
+        let within = self.connect_timeout;
+        let late = |what: &str| {
+            format!(
+                "{what} took longer than the connection's connect_timeout_ms ({} ms)",
+                within.as_millis()
+            )
+        };
+        let mut lease = tokio::time::timeout(within, self.lease())
             .await
-            .map_err(|e| pg_error(&e))?;
-        Ok(stmt.params().to_vec())
+            .map_err(|_| late("waiting for a connection"))??;
+        let prepared = tokio::time::timeout(within, lease.client().prepare(sql)).await;
+        match prepared {
+            Ok(stmt) => Ok(stmt.map_err(|e| pg_error(&e))?.params().to_vec()),
+            Err(_) => {
+                let cancel_token = lease.client().cancel_token();
+                lease.discard();
+                self.cancel_backend(cancel_token).await;
+                Err(late("preparing the statement"))
+            }
+        }
+    }
+
+    /// Asks the backend behind `token` to stop its statement (within [`CANCEL_TIMEOUT`]);
+    /// a failure is logged.
+    async fn cancel_backend(&self, token: tokio_postgres::CancelToken) {
+        match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(NoTls)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(connection = %self.name, error = %e, "a PostgreSQL cancel request failed");
+            }
+            Err(_) => {
+                tracing::warn!(connection = %self.name, "a PostgreSQL cancel request timed out");
+            }
+        }
     }
 
     /// Runs `sql` (a statement giving one text column per row: the row's JSON) in a
@@ -469,15 +500,7 @@ impl PgPool {
             // the backend may still run, and close the connection.
             lease.discard();
             if cancel.is_cancelled() {
-                match tokio::time::timeout(CANCEL_TIMEOUT, cancel_token.cancel_query(NoTls)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(connection = %self.name, error = %e, "a PostgreSQL cancel request failed");
-                    }
-                    Err(_) => {
-                        tracing::warn!(connection = %self.name, "a PostgreSQL cancel request timed out");
-                    }
-                }
+                self.cancel_backend(cancel_token).await;
             }
         }
         outcome

@@ -362,6 +362,73 @@ async fn a_slow_postgres_read_times_out_and_the_backend_stops() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_stuck_on_a_locked_table_fails_the_load_at_the_connect_timeout() {
+    let Some(conninfo) = conninfo() else { return };
+    let pg = Pg::new(&conninfo, "locked").await;
+    // Another session holds the table: preparing a statement on it waits for the lock.
+    let (locker, connection) = tokio_postgres::connect(&conninfo, NoTls).await.unwrap();
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            eprintln!("locking connection: {e}");
+        }
+    });
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {}.runs IN ACCESS EXCLUSIVE MODE",
+            pg.schema
+        ))
+        .await
+        .unwrap();
+    let dir = TempDir::new("pg-locked");
+    let side = side_db(&dir);
+    make_side_db(&side).await;
+    let mut config = config(&dir);
+    config.sources = SourcesConfig::Inline(format!("{SOURCES}\n{}", pg.sources(&side)));
+    let started = Instant::now();
+    let opened = tokio::time::timeout(Duration::from_secs(30), AppState::open(config))
+        .await
+        .expect("the load waited for the lock");
+    let e = match opened {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the sources loaded against a locked table"),
+    };
+    // `connect_timeout_ms = 3000` in the test's sources.
+    assert!(
+        e.contains("pg.runs") && e.contains("connect_timeout_ms (3000 ms)"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // The prepare was cancelled in the database: nobody waits on the lock any more.
+    let waiting = format!("%{}.runs%", pg.schema);
+    let gone = Instant::now();
+    loop {
+        let row = pg
+            .client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND query LIKE $1",
+                &[&waiting],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) == 0 {
+            break;
+        }
+        assert!(
+            gone.elapsed() < Duration::from_secs(2),
+            "the prepare still waits on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    pg.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notify_on_the_channel_records_a_change_event() {
     let Some(conninfo) = conninfo() else { return };
     let pg = Pg::new(&conninfo, "notify").await;

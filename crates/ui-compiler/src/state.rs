@@ -271,8 +271,7 @@ impl UiState {
             (_, [target, value]) => {
                 let target = target.as_reference().unwrap_or_default().to_owned();
                 let scope = self.scope()?;
-                let clock = SystemClock::new();
-                let mut budget = Budget::new(self.limits, &clock);
+                let mut budget = Budget::new(self.limits, &*self.clock);
                 let next = evaluate(value, &scope, &mut budget)?;
                 self.set(&target, &next)
             }

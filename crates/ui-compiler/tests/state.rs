@@ -164,3 +164,46 @@ fn unchanged_fences_are_reused_between_previews() {
     assert!(!Arc::ptr_eq(&b[0], &c[0]));
     assert_eq!(*b[0], *c[0]);
 }
+
+/// A clock that counts its reads.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicU64);
+
+impl Counting {
+    fn take(&self) -> u64 {
+        self.0.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl ui_core::Clock for Counting {
+    fn now_ms(&self) -> f64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        0.0
+    }
+}
+
+#[test]
+fn an_action_is_evaluated_under_the_states_clock() {
+    let items: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
+    let source = format!("$n = 0\n$xs = [{}]\n<Tag>{{$n}}</Tag>", items.join(", "));
+    let block = compile(&source, "b");
+    let mut state = UiState::new(&block, UiLimits::DEFAULT).unwrap();
+    let mut budget = ui_core::Budget::new(UiLimits::DEFAULT, &FrozenClock(0.0));
+    let action = ui_compiler::expr::parse_expression("@Set($n, @Sum($xs))", &mut budget).unwrap();
+    let clock = Arc::new(Counting::default());
+    state.set_clock(clock.clone());
+    // What charging the scope and copying the result into the state read of the clock...
+    state.scope().unwrap();
+    state.set("$n", &json("5050")).unwrap();
+    let copy_only = clock.take();
+    // ...and what the whole action reads: the evaluation is timed on the same clock, not
+    // on one of its own.
+    state.run(&action).unwrap();
+    assert_eq!(state.values()["$n"], json("5050"));
+    let action_reads = clock.take();
+    assert!(
+        action_reads > copy_only,
+        "the action read the state's clock {action_reads} times, its scope and copy alone \
+         {copy_only}"
+    );
+}

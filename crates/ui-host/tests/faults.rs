@@ -1,7 +1,9 @@
 //! Host code that misbehaves (`host.md` §4, §6, §12, §13, §17.7): a `capture`, `authorize`
 //! or `link` that never answers is bounded by the read timeout, and a host or source that
-//! panics leaves no capture, flight or slot behind for later requests to trip on, and a
-//! store write that hangs holds up only its own block's choices. Paused clock.
+//! panics leaves no capture, flight or slot behind for later requests to trip on, a store
+//! write that hangs holds up only its own block's choices, and a chat deleted after its
+//! capture is stale (`host.md` §12.2, §12.4) instead of reaching the host as a blank chat.
+//! Paused clock.
 
 mod common;
 
@@ -195,15 +197,21 @@ async fn the_memory_store_fails_writes_it_cannot_make() {
     assert!(store.set_ui_queries("nowhere", "i1", state).await.is_err());
 }
 
-/// A store whose `send_choice` never answers for chat `c1`: a database stuck on one chat's
-/// row. Everything else goes to the world's store.
-struct SendHangsFor {
+/// The world's store with a fault: `send_choice` never answers for chat `c1` (a database
+/// stuck on one chat's row), or every chat is gone (deleted after its replies were
+/// captured). Everything else goes to the world's store.
+struct FaultyStore {
     inner: Arc<MemoryStore>,
+    send_hangs_for_c1: bool,
+    chats_gone: bool,
 }
 
 #[async_trait::async_trait]
-impl UiStore for SendHangsFor {
+impl UiStore for FaultyStore {
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+        if self.chats_gone {
+            return None;
+        }
         self.inner.chat_info(chat_id).await
     }
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
@@ -237,7 +245,7 @@ impl UiStore for SendHangsFor {
         origin: &ChoiceOrigin,
         context: &str,
     ) -> Result<SendResult, StoreError> {
-        if chat_id == "c1" {
+        if self.send_hangs_for_c1 && chat_id == "c1" {
             std::future::pending::<()>().await;
         }
         self.inner.send_choice(chat_id, origin, context).await
@@ -247,20 +255,30 @@ impl UiStore for SendHangsFor {
     }
 }
 
+/// A service of the world's host over `store`.
+fn service_over(w: &World, store: FaultyStore) -> Arc<UiQueries> {
+    UiQueries::with_limits(
+        w.host.clone(),
+        Arc::new(store),
+        Arc::new(TokioClock::starting_at(1_000_000)),
+        HostLimits::DEFAULT,
+        UiHostLimits::DEFAULT,
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_choice_whose_store_write_hangs_holds_up_only_its_own_block() {
     let w = World::new();
     let text = "```ui\n<Choices><Choice>Yes</Choice><Choice>No</Choice></Choices>\n```\n";
     let stuck = w.put_reply("c1", "i1", text)[0].clone();
     let other = w.put_reply("c2", "i1", text)[0].clone();
-    let service = UiQueries::with_limits(
-        w.host.clone(),
-        Arc::new(SendHangsFor {
+    let service = service_over(
+        &w,
+        FaultyStore {
             inner: w.store.clone(),
-        }),
-        Arc::new(TokioClock::starting_at(1_000_000)),
-        HostLimits::DEFAULT,
-        UiHostLimits::DEFAULT,
+            send_hangs_for_c1: true,
+            chats_gone: false,
+        },
     );
     let yes = w.node_ids("c1", "i1", "Choice")[0].clone();
     let spawn_choice = |p: ChoicePayload| {
@@ -292,4 +310,58 @@ async fn a_choice_whose_store_write_hangs_holds_up_only_its_own_block() {
     assert!(second.await.unwrap_err().is_cancelled());
     assert!(first.await.unwrap_err().is_cancelled());
     assert_eq!(service.stats().choices, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_chat_deleted_after_its_capture_is_stale_and_its_host_never_sees_a_blank_chat() {
+    let w = World::new();
+    let block = w.put_reply("c1", "i1", REPLY)[0].clone();
+    let text = "```ui\n<File path=\"src/b.rs\">b</File>\n```\n";
+    let links_only = w.put_reply("c1", "i2", text)[0].clone();
+    for item in ["i1", "i2"] {
+        w.service.observe("c1", item, false).await;
+    }
+    settle().await;
+    let read = w
+        .service
+        .query(&w.payload("c1", "i1", &block, "$runs"))
+        .await
+        .read_id
+        .unwrap();
+    let reads_before = w.reads();
+    // The chat goes; the replies, their captured access and the readings stay a moment.
+    let gone = service_over(
+        &w,
+        FaultyStore {
+            inner: w.store.clone(),
+            send_hangs_for_c1: false,
+            chats_gone: true,
+        },
+    );
+    let r = gone.query(&w.payload("c1", "i1", &block, "$runs")).await;
+    assert_eq!(r.code.as_deref(), Some("block-stale"), "{r:?}");
+    // A choice of a block with queries: its issued values need the chat.
+    let choice_id = w.node_ids("c1", "i1", "Choice")[0].clone();
+    let mut p = choice(&block, &choice_id);
+    p.reads.insert("$runs".into(), read.clone());
+    let err = gone.choose(&p).await.unwrap_err();
+    assert_eq!(
+        (err.wire.as_str(), err.code.as_deref()),
+        ("stale-ui-block", Some("block-stale"))
+    );
+    assert!(w.store.sent("c1").is_empty());
+    // Links, of a block with queries and of one without.
+    let mut with_queries = link(&block, &w.node_ids("c1", "i1", "File")[0]);
+    with_queries.reads.insert("$runs".into(), read);
+    let mut without = link(&links_only, &w.node_ids("c1", "i2", "File")[0]);
+    without.item_id = "i2".into();
+    for p in [with_queries, without] {
+        let r = gone.link(&p).await;
+        assert_eq!(
+            (r.state, r.code.as_deref()),
+            (LinkState::Plain, Some("block-stale")),
+            "{r:?}"
+        );
+    }
+    assert_eq!(w.reads(), reads_before);
 }

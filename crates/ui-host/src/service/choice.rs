@@ -82,7 +82,14 @@ impl UiQueries {
                 "The writing chat's access is not available.",
             ));
         };
-        let info = self.store.chat_info(chat_id).await.unwrap_or_default();
+        // A chat deleted meanwhile: never ask `authorize` about a blank chat.
+        let Some(info) = self.store.chat_info(chat_id).await else {
+            return Err(WireRefusal::new(
+                WireCode::StaleUiBlock,
+                Some(HostCode::BlockStale),
+                "The chat is gone.",
+            ));
+        };
         let mut issued = Record::default();
         for name in block.queries.keys() {
             let p = QueryPayload {

@@ -205,7 +205,10 @@ impl UiQueries {
         ) else {
             return IndexMap::new();
         };
-        let info = self.store.chat_info(chat_id).await.unwrap_or_default();
+        // A chat deleted meanwhile has nothing to freeze links for.
+        let Some(info) = self.store.chat_info(chat_id).await else {
+            return IndexMap::new();
+        };
         let mut out = IndexMap::new();
         for (node_id, target) in targets.iter().take(self.ui_host_limits.links() as usize) {
             let resolution = match access {

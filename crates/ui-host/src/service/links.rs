@@ -82,7 +82,10 @@ impl UiQueries {
                 "The node is not a visible link of this block.",
             );
         };
-        let info = self.store.chat_info(&p.chat_id).await.unwrap_or_default();
+        // A chat deleted meanwhile: never ask `link` about a blank chat.
+        let Some(info) = self.store.chat_info(&p.chat_id).await else {
+            return plain(&self.limits, HostCode::BlockStale, "The chat is gone.");
+        };
         self.resolved(resolver.link(&info, &access, target)).await
     }
 }

@@ -12,8 +12,8 @@
 //! - [`record_writes`]: runs the route in a write scope that collects the change events
 //!   its store writes produce (tagged with the request's `X-UI-Request-Source`), then
 //!   records them (whatever the answer) as the route's [`Writes`] says and answers the
-//!   newest cursor in `X-UI-Sync-Seq`. Inside the request log and metrics layer, so what it records is
-//!   counted with the request.
+//!   newest cursor in `X-UI-Sync-Seq`. Inside the request log and metrics layer, so what
+//!   it records is counted with the request.
 
 use std::sync::Arc;
 

@@ -206,7 +206,6 @@ mod tests {
     use ui_sync::{Audience, AudienceSet, ReadAfter};
 
     use super::*;
-    use crate::config::ServerConfig;
 
     /// A route that creates a chat for `alice` and then fails, as a handler whose last
     /// step (a read, a send) failed after its write committed.
@@ -221,15 +220,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_that_fails_after_its_write_still_records_the_event() {
-        let dir = std::env::temp_dir().join(format!(
-            "ui-server-gate-{}-{}",
-            std::process::id(),
-            crate::store::new_id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let state = AppState::open(ServerConfig::new(dir.join("app.db")))
-            .await
-            .unwrap();
+        let (state, dir) = crate::state::temp_state("gate").await;
         let alice = AudienceSet::new([Audience::user("alice")], 16);
         let start = state
             .sync()

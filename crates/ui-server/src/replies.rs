@@ -392,7 +392,6 @@ impl AppState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ServerConfig;
 
     /// A reply of three blocks (one that reads a query, one with a link tag) between prose.
     fn reply() -> String {
@@ -408,19 +407,6 @@ mod tests {
             ));
         }
         text
-    }
-
-    async fn state(name: &str) -> (AppState, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!(
-            "ui-server-unit-{name}-{}-{}",
-            std::process::id(),
-            crate::store::new_id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let state = AppState::open(ServerConfig::new(dir.join("app.db")))
-            .await
-            .unwrap();
-        (state, dir)
     }
 
     /// The blocks of a fresh compile of `text`, as JSON (the stored blocks went through it).
@@ -448,7 +434,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reply_streamed_in_deltas_is_stored_as_a_fresh_compile_gives_it() {
-        let (state, dir) = state("deltas").await;
+        let (state, dir) = crate::state::temp_state("deltas").await;
         let chat = state
             .store()
             .create_chat("alice", "web", "t")
@@ -505,7 +491,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_draft_that_no_longer_matches_the_store_is_not_used() {
-        let (state, dir) = state("stale-draft").await;
+        let (state, dir) = crate::state::temp_state("stale-draft").await;
         let chat = state
             .store()
             .create_chat("alice", "web", "t")

@@ -745,21 +745,49 @@ fn load_sources(config: &SourcesConfig) -> Result<TomlSources, ServerError> {
     }
 }
 
+/// A state on a fresh SQLite file in a directory of its own under the system's temporary
+/// directory, for the unit tests; the caller removes the directory. Its clock stands still
+/// ([`StillClock`]), so no work budget runs out of wall time however loaded the machine is
+/// (the tests compare compiles, which a budget cut short would change).
+#[cfg(test)]
+pub(crate) async fn temp_state(name: &str) -> (AppState, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "ui-server-unit-{name}-{}-{}",
+        std::process::id(),
+        crate::store::new_id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = AppState::builder(ServerConfig::new(dir.join("app.db")))
+        .clock(Arc::new(StillClock))
+        .open()
+        .await
+        .unwrap();
+    (state, dir)
+}
+
+/// A clock for unit tests on a real-time runtime: reads one fixed time; its timers are
+/// tokio's.
+#[cfg(test)]
+pub(crate) struct StillClock;
+
+#[cfg(test)]
+impl HostClock for StillClock {
+    fn now_ms(&self) -> u64 {
+        1_800_000_000_000
+    }
+
+    fn sleep(&self, ms: u64) -> ui_host::Sleep {
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn poll_buckets_are_bounded() {
-        let dir = std::env::temp_dir().join(format!(
-            "ui-server-unit-polls-{}-{}",
-            std::process::id(),
-            crate::store::new_id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let state = AppState::open(ServerConfig::new(dir.join("app.db")))
-            .await
-            .unwrap();
+        let (state, dir) = temp_state("polls").await;
         let burst = state.sync_limits().poll_burst();
         for _ in 0..burst {
             assert!(state.poll_token("first").is_ok());

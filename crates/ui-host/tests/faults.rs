@@ -310,6 +310,19 @@ async fn a_choice_whose_store_write_hangs_holds_up_only_its_own_block() {
     assert!(second.await.unwrap_err().is_cancelled());
     assert!(first.await.unwrap_err().is_cancelled());
     assert_eq!(service.stats().choices, 0);
+    // The other order: the holder goes first, handing the turn to a waiter that goes
+    // before it ever runs with it.
+    let holder = spawn_choice(choice(&stuck, &yes));
+    settle().await;
+    let waiter = spawn_choice(choice(&stuck, &yes));
+    settle().await;
+    assert_eq!(service.stats().choices, 1);
+    holder.abort();
+    waiter.abort();
+    settle().await;
+    assert!(holder.await.unwrap_err().is_cancelled());
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(service.stats().choices, 0);
 }
 
 #[tokio::test(start_paused = true)]

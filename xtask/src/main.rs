@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask ci` — everything CI checks: formatting, clippy with warnings denied, every
 //!   test, the docs with warnings denied, and a build of the benches and fuzz targets. One
-//!   `cargo test --workspace` runs every test, the PostgreSQL ones included: those of
+//!   `cargo test --workspace` runs the tests, the PostgreSQL ones included: those of
 //!   `ui-sync`, of the server's store and routes (`ui-server`'s `--lib` and
 //!   `tests/database.rs`), of its sources on PostgreSQL (`tests/pg_sources.rs`) and of two
 //!   `uiblocks serve` instances (`ui-cli`'s `tests/instances.rs`), with

@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::new_without_default)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,8 +12,9 @@ use serde_json::json;
 use ui_compiler::{Block, CompileOptions, QuerySchemas, UiCompiler};
 use ui_core::{FrozenClock, Record, Value};
 use ui_host::{
-    ChatInfo, FnSource, HostError, LinkResolver, MemoryStore, QueryPayload, SourceRegistry,
-    StoredItem, TokioClock, UiHost, UiQueries, UiRefusal, block_revision,
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, FnSource, HostError, LinkResolver,
+    MemoryStore, QueryPayload, SendResult, SourceRegistry, StoreError, StoredItem, TokioClock,
+    UiHost, UiQueries, UiQueryState, UiRefusal, UiStore, block_revision,
 };
 use ui_links::LinkTarget;
 
@@ -331,6 +332,95 @@ impl World {
 
     pub fn reads(&self) -> usize {
         self.host.knobs.reads.load(Ordering::SeqCst)
+    }
+
+    /// A second service of this world's host (the spec's limits, a clock of its own) over
+    /// `store`, typically a [`FaultyStore`] of the world's store.
+    pub fn service_over(&self, store: impl UiStore) -> Arc<UiQueries> {
+        UiQueries::new(
+            self.host.clone(),
+            Arc::new(store),
+            Arc::new(TokioClock::starting_at(1_000_000)),
+        )
+    }
+}
+
+/// A store that implements only what `UiStore` requires (so `block` is the provided
+/// method) over a [`MemoryStore`], with the faults of its [`Faults`].
+pub struct FaultyStore(pub Arc<MemoryStore>, pub Arc<Faults>);
+
+/// What a [`FaultyStore`] does wrong; nothing by default.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// `set_access` calls to fail.
+    pub access: AtomicUsize,
+    /// `set_ui_queries` calls with frozen blocks (a freeze's, not a capture's) to fail.
+    pub frozen: AtomicUsize,
+    /// `send_choice` never answers for chat `c1` (a database stuck on one chat's row).
+    pub send_hangs_for_c1: AtomicBool,
+    /// Every chat is gone (`chat_info` answers `None`) while its items stay: deleted after
+    /// its replies were captured.
+    pub chats_gone: AtomicBool,
+}
+
+/// Takes one failure of `left` when any is left.
+fn fail(left: &AtomicUsize) -> Result<(), StoreError> {
+    match left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+        Ok(_) => Err(StoreError::Failed("injected".into())),
+        Err(_) => Ok(()),
+    }
+}
+
+#[async_trait]
+impl UiStore for FaultyStore {
+    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+        if self.1.chats_gone.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.0.chat_info(chat_id).await
+    }
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
+        self.0.item(chat_id, item_id).await
+    }
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        self.0.has_newer_item(chat_id, item_id).await
+    }
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
+        self.0.access(chat_id, item_id).await
+    }
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError> {
+        fail(&self.1.access)?;
+        self.0.set_access(chat_id, item_id, access).await
+    }
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError> {
+        if !state.blocks.is_empty() {
+            fail(&self.1.frozen)?;
+        }
+        self.0.set_ui_queries(chat_id, item_id, state).await
+    }
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError> {
+        if chat_id == "c1" && self.1.send_hangs_for_c1.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.0.send_choice(chat_id, origin, context).await
+    }
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
+        self.0.record_answer(chat_id, answer).await
     }
 }
 

@@ -12,16 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{
-    REPLY, World, advance, choice, compile_final, link, payload_for, put_blocks, set, settle,
-    simple_service,
+    Faults, FaultyStore, REPLY, World, advance, choice, compile_final, link, payload_for,
+    put_blocks, set, settle, simple_service,
 };
 use indexmap::IndexMap;
-use ui_core::{HostLimits, UiHostLimits, Value};
-use ui_host::{
-    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, ChoicePayload, FnSource, MemoryStore,
-    SendResult, SourceRegistry, StoreError, StoredItem, TokioClock, UiQueries, UiQueryState,
-    UiStore, ValueSchema,
-};
+use ui_core::Value;
+use ui_host::{AccessRecord, ChoicePayload, FnSource, SourceRegistry, UiStore, ValueSchema};
 use ui_links::LinkState;
 
 /// The read timeout of the spec's limits.
@@ -197,89 +193,15 @@ async fn the_memory_store_fails_writes_it_cannot_make() {
     assert!(store.set_ui_queries("nowhere", "i1", state).await.is_err());
 }
 
-/// The world's store with a fault: `send_choice` never answers for chat `c1` (a database
-/// stuck on one chat's row), or every chat is gone (deleted after its replies were
-/// captured). Everything else goes to the world's store.
-struct FaultyStore {
-    inner: Arc<MemoryStore>,
-    send_hangs_for_c1: bool,
-    chats_gone: bool,
-}
-
-#[async_trait::async_trait]
-impl UiStore for FaultyStore {
-    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
-        if self.chats_gone {
-            return None;
-        }
-        self.inner.chat_info(chat_id).await
-    }
-    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
-        self.inner.item(chat_id, item_id).await
-    }
-    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
-        self.inner.has_newer_item(chat_id, item_id).await
-    }
-    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
-        self.inner.access(chat_id, item_id).await
-    }
-    async fn set_access(
-        &self,
-        chat_id: &str,
-        item_id: &str,
-        access: Option<Arc<Value>>,
-    ) -> Result<(), StoreError> {
-        self.inner.set_access(chat_id, item_id, access).await
-    }
-    async fn set_ui_queries(
-        &self,
-        chat_id: &str,
-        item_id: &str,
-        state: UiQueryState,
-    ) -> Result<(), StoreError> {
-        self.inner.set_ui_queries(chat_id, item_id, state).await
-    }
-    async fn send_choice(
-        &self,
-        chat_id: &str,
-        origin: &ChoiceOrigin,
-        context: &str,
-    ) -> Result<SendResult, StoreError> {
-        if self.send_hangs_for_c1 && chat_id == "c1" {
-            std::future::pending::<()>().await;
-        }
-        self.inner.send_choice(chat_id, origin, context).await
-    }
-    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
-        self.inner.record_answer(chat_id, answer).await
-    }
-}
-
-/// A service of the world's host over `store`.
-fn service_over(w: &World, store: FaultyStore) -> Arc<UiQueries> {
-    UiQueries::with_limits(
-        w.host.clone(),
-        Arc::new(store),
-        Arc::new(TokioClock::starting_at(1_000_000)),
-        HostLimits::DEFAULT,
-        UiHostLimits::DEFAULT,
-    )
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_choice_whose_store_write_hangs_holds_up_only_its_own_block() {
     let w = World::new();
     let text = "```ui\n<Choices><Choice>Yes</Choice><Choice>No</Choice></Choices>\n```\n";
     let stuck = w.put_reply("c1", "i1", text)[0].clone();
     let other = w.put_reply("c2", "i1", text)[0].clone();
-    let service = service_over(
-        &w,
-        FaultyStore {
-            inner: w.store.clone(),
-            send_hangs_for_c1: true,
-            chats_gone: false,
-        },
-    );
+    let faults = Faults::default();
+    faults.send_hangs_for_c1.store(true, Ordering::SeqCst);
+    let service = w.service_over(FaultyStore(w.store.clone(), Arc::new(faults)));
     let yes = w.node_ids("c1", "i1", "Choice")[0].clone();
     let spawn_choice = |p: ChoicePayload| {
         let service = service.clone();
@@ -343,14 +265,9 @@ async fn a_chat_deleted_after_its_capture_is_stale_and_its_host_never_sees_a_bla
         .unwrap();
     let reads_before = w.reads();
     // The chat goes; the replies, their captured access and the readings stay a moment.
-    let gone = service_over(
-        &w,
-        FaultyStore {
-            inner: w.store.clone(),
-            send_hangs_for_c1: false,
-            chats_gone: true,
-        },
-    );
+    let faults = Faults::default();
+    faults.chats_gone.store(true, Ordering::SeqCst);
+    let gone = w.service_over(FaultyStore(w.store.clone(), Arc::new(faults)));
     let r = gone.query(&w.payload("c1", "i1", &block, "$runs")).await;
     assert_eq!(r.code.as_deref(), Some("block-stale"), "{r:?}");
     // A choice of a block with queries: its issued values need the chat.

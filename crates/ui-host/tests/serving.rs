@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{REPLY, World, advance, record, set, settle};
+use common::{Faults, FaultyStore, REPLY, World, advance, record, set, settle};
 use indexmap::IndexMap;
 use serde_json::json;
 use ui_core::{Record, Value};
@@ -649,88 +649,11 @@ async fn arguments_follow_the_input_and_the_block_revision() {
     assert_eq!(seen.len(), got.len());
 }
 
-/// A store that implements only what `UiStore` requires, so `block` is the provided
-/// method; its writes fail as often as [`Failures`] says.
-struct PlainStore(Arc<ui_host::MemoryStore>, Arc<Failures>);
-
-/// Writes a [`PlainStore`] fails before it lets them through.
-#[derive(Default)]
-struct Failures {
-    /// `set_access` calls to fail.
-    access: std::sync::atomic::AtomicUsize,
-    /// `set_ui_queries` calls with frozen blocks (a freeze's, not a capture's) to fail.
-    frozen: std::sync::atomic::AtomicUsize,
-}
-
-/// Takes one failure of `left` when any is left.
-fn fail(left: &std::sync::atomic::AtomicUsize) -> Result<(), ui_host::StoreError> {
-    use std::sync::atomic::Ordering;
-    match left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
-        Ok(_) => Err(ui_host::StoreError::Failed("injected".into())),
-        Err(_) => Ok(()),
-    }
-}
-
-#[async_trait::async_trait]
-impl UiStore for PlainStore {
-    async fn chat_info(&self, chat_id: &str) -> Option<ui_host::ChatInfo> {
-        self.0.chat_info(chat_id).await
-    }
-    async fn item(&self, chat_id: &str, item_id: &str) -> Option<ui_host::StoredItem> {
-        self.0.item(chat_id, item_id).await
-    }
-    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
-        self.0.has_newer_item(chat_id, item_id).await
-    }
-    async fn access(&self, chat_id: &str, item_id: &str) -> ui_host::AccessRecord {
-        self.0.access(chat_id, item_id).await
-    }
-    async fn set_access(
-        &self,
-        chat_id: &str,
-        item_id: &str,
-        access: Option<Arc<Value>>,
-    ) -> Result<(), ui_host::StoreError> {
-        fail(&self.1.access)?;
-        self.0.set_access(chat_id, item_id, access).await
-    }
-    async fn set_ui_queries(
-        &self,
-        chat_id: &str,
-        item_id: &str,
-        state: ui_host::UiQueryState,
-    ) -> Result<(), ui_host::StoreError> {
-        if !state.blocks.is_empty() {
-            fail(&self.1.frozen)?;
-        }
-        self.0.set_ui_queries(chat_id, item_id, state).await
-    }
-    async fn send_choice(
-        &self,
-        chat_id: &str,
-        origin: &ui_host::ChoiceOrigin,
-        context: &str,
-    ) -> Result<ui_host::SendResult, ui_host::StoreError> {
-        self.0.send_choice(chat_id, origin, context).await
-    }
-    async fn record_answer(
-        &self,
-        chat_id: &str,
-        answer: ui_host::ChoiceAnswer,
-    ) -> Result<(), ui_host::StoreError> {
-        self.0.record_answer(chat_id, answer).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_store_with_only_the_required_methods_serves_reads() {
     let w = World::new();
     let block = w.put_reply("c1", "i1", REPLY)[0].clone();
-    let service = ui_host::UiQueries::new(
-        w.host.clone(),
-        Arc::new(PlainStore(w.store.clone(), Arc::default())),
-        Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
-    );
+    let service = w.service_over(FaultyStore(w.store.clone(), Arc::default()));
     let p = w.payload("c1", "i1", &block, "$runs");
     let first = service.query(&p).await;
     assert!(first.is_fresh(), "{first:?}");
@@ -743,7 +666,7 @@ async fn a_store_with_only_the_required_methods_serves_reads() {
     );
     // The provided method and the memory store's own answer alike.
     assert_eq!(
-        PlainStore(w.store.clone(), Arc::default())
+        FaultyStore(w.store.clone(), Arc::default())
             .block("c1", "i1", &block.0)
             .await,
         w.store.block("c1", "i1", &block.0).await
@@ -755,13 +678,9 @@ async fn a_store_with_only_the_required_methods_serves_reads() {
 async fn a_capture_whose_write_fails_grants_nothing_until_it_is_stored() {
     let w = World::new();
     let block = w.put_reply("c1", "i1", REPLY)[0].clone();
-    let failures = Arc::new(Failures::default());
+    let failures = Arc::new(Faults::default());
     set(&failures.access, 1);
-    let service = ui_host::UiQueries::new(
-        w.host.clone(),
-        Arc::new(PlainStore(w.store.clone(), Arc::clone(&failures))),
-        Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
-    );
+    let service = w.service_over(FaultyStore(w.store.clone(), Arc::clone(&failures)));
     let p = w.payload("c1", "i1", &block, "$runs");
     let refused = service.query(&p).await;
     assert_eq!(refused.state, ReadingState::Refused, "{refused:?}");
@@ -780,13 +699,9 @@ async fn a_capture_whose_write_fails_grants_nothing_until_it_is_stored() {
 async fn a_freeze_whose_write_fails_retries_it() {
     let w = World::new();
     let block = w.put_reply("c1", "i1", REPLY)[0].clone();
-    let failures = Arc::new(Failures::default());
+    let failures = Arc::new(Faults::default());
     set(&failures.frozen, 3);
-    let service = ui_host::UiQueries::new(
-        w.host.clone(),
-        Arc::new(PlainStore(w.store.clone(), Arc::clone(&failures))),
-        Arc::new(ui_host::TokioClock::starting_at(1_000_000)),
-    );
+    let service = w.service_over(FaultyStore(w.store.clone(), Arc::clone(&failures)));
     service.observe("c1", "i1", true).await;
     settle().await;
     // Three failed writes, each retried after a doubling wait; the fourth is stored.

@@ -24,12 +24,7 @@ async fn reply(w: &World, freeze: bool) -> ((String, String), String) {
 async fn a_revision_change_between_read_and_choice_is_stale() {
     let w = World::new();
     let (block, choice_id) = reply(&w, false).await;
-    let read = w
-        .service
-        .query(&w.payload("c1", "i1", &block, "$runs"))
-        .await
-        .read_id
-        .unwrap();
+    let read = w.read_id(&block, "$runs").await;
     // The reply is edited after the page read it.
     w.put_reply(
         "c1",

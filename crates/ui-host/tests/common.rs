@@ -330,6 +330,15 @@ impl World {
         }
     }
 
+    /// The read id of a `ui.query` of `query` in the block of `c1`/`i1` (it must answer one).
+    pub async fn read_id(&self, block: &(String, String), query: &str) -> String {
+        self.service
+            .query(&self.payload("c1", "i1", block, query))
+            .await
+            .read_id
+            .expect("a reading with a read id")
+    }
+
     pub fn reads(&self) -> usize {
         self.host.knobs.reads.load(Ordering::SeqCst)
     }

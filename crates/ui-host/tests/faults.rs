@@ -75,12 +75,7 @@ async fn an_authorize_that_never_answers_refuses_the_choice_at_the_read_timeout(
     let block = w.put_reply("c1", "i1", REPLY)[0].clone();
     w.service.observe("c1", "i1", false).await;
     settle().await;
-    let read = w
-        .service
-        .query(&w.payload("c1", "i1", &block, "$runs"))
-        .await
-        .read_id
-        .unwrap();
+    let read = w.read_id(&block, "$runs").await;
     let choice_id = w.node_ids("c1", "i1", "Choice")[0].clone();
     let mut p = choice(&block, &choice_id);
     p.reads.insert("$runs".into(), read);
@@ -257,12 +252,7 @@ async fn a_chat_deleted_after_its_capture_is_stale_and_its_host_never_sees_a_bla
         w.service.observe("c1", item, false).await;
     }
     settle().await;
-    let read = w
-        .service
-        .query(&w.payload("c1", "i1", &block, "$runs"))
-        .await
-        .read_id
-        .unwrap();
+    let read = w.read_id(&block, "$runs").await;
     let reads_before = w.reads();
     // The chat goes; the replies, their captured access and the readings stay a moment.
     let faults = Faults::default();

@@ -34,15 +34,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use rusqlite::{Connection, OpenFlags};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 use tokio_util::sync::CancellationToken;
-
-use crate::db::{DbError, DbResult};
 
 /// Connections one `[connections.NAME]` may open at most.
 pub(crate) const MAX_POOL: usize = 64;
@@ -59,8 +56,6 @@ const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Durati
 /// Notifications buffered between a `LISTEN` connection and the recorder; past it the
 /// connection is read only as fast as events are recorded.
 const LISTEN_QUEUE: usize = 1_024;
-/// SQLite virtual-machine steps between two looks of a read at its cancellation.
-const PROGRESS_STEPS: i32 = 1_000;
 
 /// `[connections.NAME]` as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -183,104 +178,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------
 // SQLite
 
-/// Read-only connections to a SQLite file other than the server's: at most `size`, opened
-/// when first needed and kept for the next read.
-pub(crate) struct SqlitePool {
-    path: PathBuf,
-    conns: Mutex<Vec<Connection>>,
-    permits: Arc<Semaphore>,
-}
-
-impl std::fmt::Debug for SqlitePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlitePool")
-            .field("path", &self.path)
-            .finish()
-    }
-}
-
-fn open_sqlite(path: &std::path::Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_millis(crate::limits::DB_BUSY_TIMEOUT_MS))?;
-    conn.pragma_update(None, "query_only", "ON")?;
-    Ok(conn)
-}
-
-impl SqlitePool {
-    /// Opens one connection (the file must exist and be readable) and keeps it.
-    pub(crate) async fn open(path: PathBuf, size: usize) -> DbResult<Arc<SqlitePool>> {
-        let p = path.clone();
-        let first = tokio::task::spawn_blocking(move || open_sqlite(&p))
-            .await
-            .map_err(|e| DbError(format!("a database task failed: {e}")))??;
-        Ok(Arc::new(SqlitePool {
-            path,
-            conns: Mutex::new(vec![first]),
-            permits: Arc::new(Semaphore::new(size)),
-        }))
-    }
-
-    /// Runs `f` on a connection of the pool; with `cancel`, the statements of `f` stop
-    /// with an "interrupted" error once it fired.
-    pub(crate) async fn read<R, F>(
-        self: &Arc<Self>,
-        cancel: Option<CancellationToken>,
-        f: F,
-    ) -> DbResult<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
-    {
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| DbError("the connection is closed".into()))?;
-        let mut lease = SqliteLease {
-            conn: lock(&self.conns).pop(),
-            pool: Arc::clone(self),
-            _permit: permit,
-        };
-        tokio::task::spawn_blocking(move || {
-            if lease.conn.is_none() {
-                lease.conn = Some(open_sqlite(&lease.pool.path)?);
-            }
-            let conn = lease.conn.as_ref().expect("a leased connection");
-            if let Some(cancel) = cancel {
-                if cancel.is_cancelled() {
-                    return Err(DbError("interrupted: the read was cancelled".into()));
-                }
-                conn.progress_handler(PROGRESS_STEPS, Some(move || cancel.is_cancelled()));
-            }
-            f(conn)
-        })
-        .await
-        .map_err(|e| DbError(format!("a database task failed: {e}")))?
-    }
-}
-
-/// A connection lent to one blocking call; given back (without its progress handler)
-/// when dropped, unless the call panicked.
-struct SqliteLease {
-    conn: Option<Connection>,
-    pool: Arc<SqlitePool>,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl Drop for SqliteLease {
-    fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else {
-            return;
-        };
-        if std::thread::panicking() {
-            return;
-        }
-        conn.progress_handler(0, None::<fn() -> bool>);
-        lock(&self.pool.conns).push(conn);
-    }
-}
+// A `sqlite://` connection is a `db::ReadPool` of its file, as the server's own reads.
 
 // ---------------------------------------------------------------------------------------
 // PostgreSQL
@@ -964,6 +862,7 @@ fn record(sync: &ui_sync::SyncService, draft: ui_sync::ChangeDraft) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::Connection;
 
     #[test]
     fn named_parameters_become_numbers_outside_literals() {
@@ -1065,7 +964,7 @@ mod tests {
         writer
             .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
             .unwrap();
-        let pool = SqlitePool::open(path.clone(), 2).await.unwrap();
+        let pool = crate::db::ReadPool::open(path.clone(), 2).await.unwrap();
         let read = pool
             .read(None, |c| {
                 Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))?)

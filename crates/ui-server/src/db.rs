@@ -62,21 +62,85 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 /// (a few microseconds of work).
 const PROGRESS_STEPS: i32 = 1_000;
 
-/// A pool of read-only connections: at most `size` at once, opened when first needed and
-/// kept for the next lease.
-struct Pool {
+/// A pool of read-only connections to one SQLite file: at most `size` lent at once,
+/// opened when first needed and kept for the next read. The server's database has two
+/// (its own reads and source reads); every `sqlite://` connection of `sources.toml` has
+/// one. Each read runs on tokio's blocking pool; with a cancellation token, SQLite looks
+/// at it every [`PROGRESS_STEPS`] steps of a statement and stops the statement with an
+/// "interrupted" error once it fired.
+pub(crate) struct ReadPool {
+    path: PathBuf,
     conns: Mutex<Vec<Connection>>,
     /// One permit per connection the pool may have lent (a lease gives its connection
     /// back before its permit).
     permits: Arc<Semaphore>,
 }
 
-impl Pool {
-    fn new(size: usize) -> Arc<Pool> {
-        Arc::new(Pool {
-            conns: Mutex::new(Vec::with_capacity(size)),
-            permits: Arc::new(Semaphore::new(size)),
+impl std::fmt::Debug for ReadPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadPool")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl ReadPool {
+    fn new(path: PathBuf, size: usize, first: Connection) -> Arc<ReadPool> {
+        let mut conns = Vec::with_capacity(size);
+        conns.push(first);
+        Arc::new(ReadPool {
+            path,
+            conns: Mutex::new(conns),
+            permits: Arc::new(Semaphore::new(size.max(1))),
         })
+    }
+
+    /// Opens one connection to the file at `path` (it must exist and be readable) and
+    /// keeps it as the first of at most `size`.
+    pub(crate) async fn open(path: PathBuf, size: usize) -> DbResult<Arc<ReadPool>> {
+        let p = path.clone();
+        let first = tokio::task::spawn_blocking(move || open_reader(&p))
+            .await
+            .map_err(|e| DbError(format!("a database task failed: {e}")))??;
+        Ok(ReadPool::new(path, size, first))
+    }
+
+    /// Takes a connection, runs `f` on it on the blocking pool and gives it back (see
+    /// [`Lease`]); with `cancel`, a progress handler interrupts the statements of `f` once
+    /// it fired, however early or late that is.
+    pub(crate) async fn read<R, F>(
+        self: &Arc<Self>,
+        cancel: Option<CancellationToken>,
+        f: F,
+    ) -> DbResult<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| DbError("the database is closed".into()))?;
+        let mut lease = Lease {
+            conn: lock(&self.conns).pop(),
+            pool: Arc::clone(self),
+            _permit: permit,
+        };
+        tokio::task::spawn_blocking(move || {
+            if lease.conn.is_none() {
+                lease.conn = Some(open_reader(&lease.pool.path)?);
+            }
+            let conn = lease.conn.as_ref().expect("a leased connection");
+            if let Some(cancel) = cancel {
+                if cancel.is_cancelled() {
+                    return Err(DbError("interrupted: the read was cancelled".into()));
+                }
+                conn.progress_handler(PROGRESS_STEPS, Some(move || cancel.is_cancelled()));
+            }
+            f(conn)
+        })
+        .await
+        .map_err(|e| DbError(format!("a database task failed: {e}")))?
     }
 }
 
@@ -87,9 +151,9 @@ pub(crate) struct Db {
     writer: Arc<Mutex<Connection>>,
     /// The store's own reads: never shared with source reads, so a slow source never
     /// delays a chat list or a `ui.query`'s stored block.
-    readers: Arc<Pool>,
+    readers: Arc<ReadPool>,
     /// Source reads (`ui.query`): one connection per read slot of the host.
-    sources: Arc<Pool>,
+    sources: Arc<ReadPool>,
 }
 
 impl std::fmt::Debug for Db {
@@ -112,24 +176,24 @@ impl Db {
         source_readers: usize,
     ) -> Result<Db, ServerError> {
         let p = path.to_owned();
-        let writer = tokio::task::spawn_blocking(move || -> rusqlite::Result<_> {
-            let writer = Connection::open(&p)?;
-            configure(&writer)?;
-            let _mode: String =
-                writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
-            writer.pragma_update(None, "synchronous", "NORMAL")?;
-            writer.execute_batch(schema)?;
-            // One reader up front: the file is readable read-only.
-            open_reader(&p)?;
-            Ok(writer)
-        })
-        .await
-        .map_err(|e| ServerError::Database(format!("opening {}: {e}", path.display())))??;
+        let (writer, reader, source_reader) =
+            tokio::task::spawn_blocking(move || -> rusqlite::Result<_> {
+                let writer = Connection::open(&p)?;
+                configure(&writer)?;
+                let _mode: String =
+                    writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+                writer.pragma_update(None, "synchronous", "NORMAL")?;
+                writer.execute_batch(schema)?;
+                // One reader of each pool up front: the file is readable read-only.
+                Ok((writer, open_reader(&p)?, open_reader(&p)?))
+            })
+            .await
+            .map_err(|e| ServerError::Database(format!("opening {}: {e}", path.display())))??;
         Ok(Db {
             path: Arc::new(path.to_owned()),
             writer: Arc::new(Mutex::new(writer)),
-            readers: Pool::new(DB_READERS),
-            sources: Pool::new(source_readers.max(1)),
+            readers: ReadPool::new(path.to_owned(), DB_READERS, reader),
+            sources: ReadPool::new(path.to_owned(), source_readers, source_reader),
         })
     }
 
@@ -209,7 +273,7 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        self.run_read(&self.readers, None, f).await
+        self.readers.read(None, f).await
     }
 
     /// Runs `f` (a source read) on a read-only connection of the sources' pool. From
@@ -222,57 +286,18 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
     {
-        self.run_read(&self.sources, Some(cancel), f).await
-    }
-
-    /// Takes a connection of `pool`, runs `f` on it on the blocking pool and gives it back
-    /// (see [`Lease`]); with `cancel`, a progress handler interrupts the statements of `f`
-    /// once it fired.
-    async fn run_read<R, F>(
-        &self,
-        pool: &Arc<Pool>,
-        cancel: Option<CancellationToken>,
-        f: F,
-    ) -> DbResult<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> DbResult<R> + Send + 'static,
-    {
-        let permit = Arc::clone(&pool.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| DbError("the database is closed".into()))?;
-        let mut lease = Lease {
-            conn: lock(&pool.conns).pop(),
-            pool: Arc::clone(pool),
-            path: Arc::clone(&self.path),
-            _permit: permit,
-        };
-        tokio::task::spawn_blocking(move || {
-            if lease.conn.is_none() {
-                lease.conn = Some(open_reader(&lease.path)?);
-            }
-            let conn = lease.conn.as_ref().expect("a leased connection");
-            if let Some(cancel) = cancel {
-                if cancel.is_cancelled() {
-                    return Err(DbError("interrupted: the read was cancelled".into()));
-                }
-                conn.progress_handler(PROGRESS_STEPS, Some(move || cancel.is_cancelled()));
-            }
-            f(conn)
-        })
-        .await
-        .map_err(|e| DbError(format!("a database task failed: {e}")))?
+        self.sources.read(Some(cancel), f).await
     }
 }
 
-/// Opens one read-only connection to `path`.
+/// Opens one read-only connection to `path`, with `PRAGMA query_only` besides the flag.
 fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     configure(&conn)?;
+    conn.pragma_update(None, "query_only", "ON")?;
     Ok(conn)
 }
 
@@ -283,8 +308,7 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
 /// released only then.
 struct Lease {
     conn: Option<Connection>,
-    pool: Arc<Pool>,
-    path: Arc<PathBuf>,
+    pool: Arc<ReadPool>,
     _permit: OwnedSemaphorePermit,
 }
 

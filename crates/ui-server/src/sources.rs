@@ -57,9 +57,9 @@ use ui_links::{LinkResolution, LinkTarget};
 use ui_sync::{Audience, AudienceKind, ChangeDraft, RequestSource, is_source_name};
 
 use crate::connections::{
-    ConnectionDecl, ConnectionSpec, Listened, PgParam, PgPool, PgReadError, SqlitePool, Target,
+    ConnectionDecl, ConnectionSpec, Listened, PgParam, PgPool, PgReadError, Target,
 };
-use crate::db::{Db, DbError, DbResult};
+use crate::db::{Db, DbError, DbResult, ReadPool};
 use crate::error::ServerError;
 use crate::limits::MAX_SOURCE_ROWS;
 
@@ -337,7 +337,7 @@ pub struct TomlSources {
 /// The open named connections. Dropping the last handle stops their `LISTEN` tasks.
 #[derive(Debug, Default)]
 struct Pools {
-    sqlite: BTreeMap<String, Arc<SqlitePool>>,
+    sqlite: BTreeMap<String, Arc<ReadPool>>,
     pg: BTreeMap<String, Arc<PgPool>>,
     /// The host's read timeout: PostgreSQL's `statement_timeout` of every read.
     read_timeout: std::time::Duration,
@@ -354,7 +354,7 @@ impl Drop for Pools {
 #[derive(Clone)]
 enum Reader {
     Server(Db),
-    Sqlite(Arc<SqlitePool>),
+    Sqlite(Arc<ReadPool>),
     Postgres(Arc<PgPool>, std::time::Duration),
 }
 
@@ -681,7 +681,7 @@ impl TomlSources {
             };
             match &spec.target {
                 Target::Sqlite(path) => {
-                    let pool = SqlitePool::open(path.clone(), spec.pool)
+                    let pool = ReadPool::open(path.clone(), spec.pool)
                         .await
                         .map_err(|e| fail(format!("{}: {e}", path.display())))?;
                     pools.sqlite.insert(spec.name.clone(), pool);

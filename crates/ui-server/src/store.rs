@@ -242,6 +242,30 @@ pub(crate) struct ItemPage {
     pub(crate) more: bool,
 }
 
+impl ItemPage {
+    /// The page of `rows`, read newest first and only as far as the page goes: at most
+    /// `limit` items within `max_bytes` of stored bytes, but always at least one.
+    fn of_newest(
+        rows: impl IntoIterator<Item = DbResult<ItemRow>>,
+        limit: usize,
+        max_bytes: usize,
+    ) -> DbResult<ItemPage> {
+        let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
+        for row in rows {
+            let row = row?;
+            let weight = row.weight();
+            if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
+                more = true;
+                break;
+            }
+            bytes += weight;
+            items.push(row.into_item()?);
+        }
+        items.reverse();
+        Ok(ItemPage { items, more })
+    }
+}
+
 /// Why adding an item failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum AddError {
@@ -911,19 +935,11 @@ impl ChatStore {
                      ORDER BY pos DESC"
             ))?;
             let mut rows = stmt.query(params![id, below])?;
-            let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
-            while let Some(row) = rows.next()? {
-                let row = item_row(row)?;
-                let weight = row.weight();
-                if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
-                    more = true;
-                    break;
-                }
-                bytes += weight;
-                items.push(row.into_item()?);
-            }
-            items.reverse();
-            Ok(Some(ItemPage { items, more }))
+            let rows = std::iter::from_fn(|| match rows.next() {
+                Ok(row) => row.map(|r| Ok(item_row(r)?)),
+                Err(e) => Some(Err(e.into())),
+            });
+            ItemPage::of_newest(rows, limit, max_bytes).map(Some)
         })
         .await
     }
@@ -934,19 +950,29 @@ impl ChatStore {
         chat_id: &str,
         item_id: &str,
     ) -> DbResult<Option<ChatItem>> {
-        let db = match &self.backend {
-            Backend::Sqlite(db) => db,
-            Backend::Pg(pg) => {
-                return self
-                    .pg_item_row(pg, chat_id, item_id)
-                    .await?
-                    .map(ItemRow::into_item)
-                    .transpose();
+        self.item_as(chat_id, item_id, ItemRow::into_item).await
+    }
+
+    /// The stored row of the item `item_id` of `chat_id`, made into a `T` by `into` (on
+    /// SQLite in the blocking call that read it).
+    async fn item_as<T: Send + 'static>(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        into: fn(ItemRow) -> DbResult<T>,
+    ) -> DbResult<Option<T>> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (c, i) = (chat_id.to_owned(), item_id.to_owned());
+                db.read(move |conn| load_item(conn, &c, &i)?.map(into).transpose())
+                    .await
             }
-        };
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        db.read(move |conn| load_item(conn, &c, &i)?.map(ItemRow::into_item).transpose())
-            .await
+            Backend::Pg(pg) => self
+                .pg_item_row(pg, chat_id, item_id)
+                .await?
+                .map(into)
+                .transpose(),
+        }
     }
 
     /// Appends an item to the chat: an assistant reply (`streaming` while it streams) or a
@@ -1136,23 +1162,7 @@ impl ChatStore {
         chat_id: &str,
         item_id: &str,
     ) -> DbResult<Option<StoredItem>> {
-        let db = match &self.backend {
-            Backend::Sqlite(db) => db,
-            Backend::Pg(pg) => {
-                return self
-                    .pg_item_row(pg, chat_id, item_id)
-                    .await?
-                    .map(ItemRow::into_stored)
-                    .transpose();
-            }
-        };
-        let (c, i) = (chat_id.to_owned(), item_id.to_owned());
-        db.read(move |conn| {
-            load_item(conn, &c, &i)?
-                .map(ItemRow::into_stored)
-                .transpose()
-        })
-        .await
+        self.item_as(chat_id, item_id, ItemRow::into_stored).await
     }
 
     /// The block `block_id` of the item with the item's flags and author (`UiStore::block`).

@@ -372,19 +372,7 @@ impl ChatStore {
                     )
                     .await?;
                 conn.release();
-                let (mut items, mut bytes, mut more) = (Vec::new(), 0usize, false);
-                for row in &rows {
-                    let row = item_row(row)?;
-                    let weight = row.weight();
-                    if items.len() == limit || (!items.is_empty() && bytes + weight > max_bytes) {
-                        more = true;
-                        break;
-                    }
-                    bytes += weight;
-                    items.push(row.into_item()?);
-                }
-                items.reverse();
-                Ok(Some(ItemPage { items, more }))
+                ItemPage::of_newest(rows.iter().map(item_row), limit, max_bytes).map(Some)
             })
             .await
     }

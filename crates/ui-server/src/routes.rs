@@ -476,26 +476,30 @@ pub struct ChatList {
     pub chats: Vec<Chat>,
 }
 
+/// The project a request names, which the user must belong to (`forbidden` otherwise),
+/// or the user's first project when it names none.
+fn project_of(principal: &Principal, named: Option<String>) -> Result<String, ApiError> {
+    match named {
+        Some(p) if principal.in_project(&p) => Ok(p),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "You are not a member of that project.",
+        )),
+        None => principal
+            .projects
+            .first()
+            .cloned()
+            .ok_or_else(|| ApiError::bad_request("You belong to no project.")),
+    }
+}
+
 async fn create_chat(
     State(state): State<AppState>,
     principal: Principal,
     JsonBody(body): JsonBody<NewChatBody>,
 ) -> Result<Response, ApiError> {
     let title = body.title.unwrap_or_default();
-    let project = match body.project {
-        Some(p) if principal.in_project(&p) => p,
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "You are not a member of that project.",
-            ));
-        }
-        None => principal
-            .projects
-            .first()
-            .cloned()
-            .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
-    };
+    let project = project_of(&principal, body.project)?;
     let chat = state
         .create_chat(&principal.user_id, &project, &title)
         .await?;
@@ -788,20 +792,7 @@ async fn write_rows(
     Params(name): Params<String>,
     JsonBody(body): JsonBody<RowsBody>,
 ) -> Result<Response, ApiError> {
-    let project = match body.project {
-        Some(p) if principal.in_project(&p) => p,
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "You are not a member of that project.",
-            ));
-        }
-        None => principal
-            .projects
-            .first()
-            .cloned()
-            .ok_or_else(|| ApiError::bad_request("You belong to no project."))?,
-    };
+    let project = project_of(&principal, body.project)?;
     let mut writer = Map::new();
     writer.insert("user".into(), Json::from(principal.user_id.clone()));
     writer.insert("project".into(), Json::from(project));

@@ -363,6 +363,34 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_cannot_write_the_servers_file() {
+        let dir = std::env::temp_dir().join(format!(
+            "ui-server-db-readonly-{}-{}",
+            std::process::id(),
+            crate::store::new_id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 2)
+            .await
+            .unwrap();
+        let write = |c: &Connection| Ok(c.execute("INSERT INTO t VALUES (1)", [])?);
+        let own = db.read(write).await.unwrap_err();
+        assert!(own.0.contains("readonly"), "{own}");
+        let source = db
+            .read_source(CancellationToken::new(), write)
+            .await
+            .unwrap_err();
+        assert!(source.0.contains("readonly"), "{source}");
+        let pragma = db
+            .read_source(CancellationToken::new(), |c| {
+                Ok(c.query_row("PRAGMA query_only", [], |r| r.get::<_, i64>(0))?)
+            })
+            .await;
+        assert_eq!(pragma, Ok(1));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     /// Counts to half a billion in one step: a minute of work unless interrupted.
     const SPIN: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
                         WHERE x < 500000000) SELECT max(x) FROM c";

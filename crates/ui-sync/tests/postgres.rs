@@ -2,7 +2,8 @@
 //!
 //! Compiled with the `postgres` feature only; each test runs only when `UI_SYNC_PG` holds a
 //! connection string (`cargo xtask ci` starts a throwaway cluster and sets it), otherwise it
-//! prints "skipped: UI_SYNC_PG not set" and passes. Every test works in a fresh schema.
+//! prints "skipped: UI_SYNC_PG not set" and passes. Every test works in a fresh schema. The
+//! scenarios shared with the SQLite log live in `common`.
 #![cfg(feature = "postgres")]
 
 use std::collections::BTreeSet;
@@ -14,20 +15,24 @@ use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use ui_core::SyncLimits;
 use ui_sync::{
-    Audience, AudienceSet, Batch, ChangeDraft, NewRow, Op, PgStore, ReadAfter, RequestSource,
-    ResetReason, Retention, Seq, SyncService, SyncStore, WireEvent, read_after,
+    Audience, Batch, ChangeDraft, PgStore, ResetReason, Retention, Seq, SyncService, SyncStore,
 };
 
 mod common;
 
-const HOUR_MS: i64 = 3_600_000;
+use common::{HOUR_MS, cursor, events, now_ms, read, reset_reason, rows, set};
 
-/// The connection string, or `None` (the test prints why it is skipped).
+/// The connection string, or `None` (the test prints why it is skipped; with
+/// `UI_PG_REQUIRED` set, as `cargo xtask ci` sets it, a missing one fails the test).
 fn conninfo() -> Option<String> {
     let found = std::env::var("UI_SYNC_PG")
         .ok()
         .filter(|s| !s.trim().is_empty());
     if found.is_none() {
+        assert!(
+            std::env::var_os("UI_PG_REQUIRED").is_none(),
+            "UI_PG_REQUIRED is set but UI_SYNC_PG is not"
+        );
         eprintln!("skipped: UI_SYNC_PG not set");
     }
     found
@@ -86,72 +91,6 @@ impl Db {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn row(
-    store: &PgStore,
-    source: &str,
-    audience: &Audience,
-    key: Option<&str>,
-    rs: Option<&str>,
-) -> NewRow {
-    let salt = &store.meta().salt;
-    NewRow {
-        source: source.into(),
-        audience: audience.clone(),
-        scope: salt.scope(source, audience),
-        key: key.map(|k| salt.key(source, audience, k)),
-        rs: rs.and_then(RequestSource::parse),
-        op: Op::Change,
-        n: 1,
-        at_ms: now_ms(),
-    }
-}
-
-/// `count` rows of `audience`, each with its own key (so none collapse).
-fn rows(store: &PgStore, audience: &Audience, count: usize) -> Vec<NewRow> {
-    (0..count)
-        .map(|i| row(store, "ci.runs", audience, Some(&format!("k{i}")), None))
-        .collect()
-}
-
-fn set(audiences: &[Audience]) -> AudienceSet {
-    AudienceSet::new(audiences.iter().cloned(), 1_000)
-}
-
-fn catch_up_rows() -> usize {
-    SyncLimits::DEFAULT.catch_up_rows() as usize
-}
-
-async fn read(store: &PgStore, cursor: Option<&str>, audiences: &AudienceSet) -> ReadAfter {
-    read_after(store, cursor, audiences, catch_up_rows())
-        .await
-        .unwrap()
-}
-
-fn cursor(store: &PgStore, seq: u64) -> String {
-    format!("{}.{seq}", store.meta().epoch)
-}
-
-fn reset_reason(answer: &ReadAfter) -> Option<ResetReason> {
-    match answer {
-        ReadAfter::Reset { reason, .. } => Some(*reason),
-        ReadAfter::Events { .. } => None,
-    }
-}
-
-fn events(answer: ReadAfter) -> Vec<WireEvent> {
-    match answer {
-        ReadAfter::Events { events, .. } => events,
-        ReadAfter::Reset { reason, .. } => panic!("unexpected reset {reason:?}"),
-    }
-}
-
 fn limits(overrides: &[(&str, u64)]) -> SyncLimits {
     overrides
         .iter()
@@ -165,6 +104,15 @@ fn draft(key: &str) -> ChangeDraft {
         key: Some(key.into()),
         rs: None,
     }
+}
+
+/// Runs a scenario shared with the SQLite tests on a store in a fresh schema named after
+/// `test`.
+async fn shared(test: &str, scenario: impl AsyncFnOnce(&dyn SyncStore)) {
+    let Some(conninfo) = conninfo() else { return };
+    let db = Db::new(conninfo, test);
+    scenario(&db.store().await).await;
+    db.finish().await;
 }
 
 /// The seqs the hub publishes until one reaches `upto`, checking batches arrive in order;
@@ -417,195 +365,30 @@ async fn a_new_schema_is_a_new_log_and_reconnecting_keeps_epoch_salt_and_head() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reset_reason_answers_the_head() {
-    let Some(conninfo) = conninfo() else { return };
-    let db = Db::new(conninfo, "resets");
-    let store = db.store().await;
-    let p = Audience::project("p1");
-    let audiences = set(std::slice::from_ref(&p));
-    store.append(rows(&store, &p, 10)).await.unwrap();
-
-    let fresh = read(&store, None, &audiences).await;
-    assert_eq!(fresh.cursor().seq, Seq(10), "no cursor: start at the head");
-    assert!(events(fresh).is_empty());
-
-    let cases = [
-        ("not a cursor".to_owned(), ResetReason::Invalid),
-        ("aaaaaaaaaaaa.3".to_owned(), ResetReason::Epoch),
-        (cursor(&store, 11), ResetReason::Ahead),
-    ];
-    for (text, reason) in cases {
-        let answer = read(&store, Some(&text), &audiences).await;
-        assert_eq!(reset_reason(&answer), Some(reason), "{text}");
-        assert_eq!(answer.cursor().seq, Seq(10));
-        assert_eq!(answer.cursor().epoch, store.meta().epoch);
-    }
-    assert!(events(read(&store, Some(&cursor(&store, 10)), &audiences).await).is_empty());
-
-    // Expired: retention deleted rows the cursor has not seen.
-    let report = store
-        .prune(
-            now_ms() + 2 * HOUR_MS,
-            Retention {
-                age_ms: HOUR_MS,
-                rows: 100_000,
-                batch: 4,
-                batches: 1,
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!((report.deleted, report.pruned_through), (4, Seq(4)));
-    let answer = read(&store, Some(&cursor(&store, 3)), &audiences).await;
-    assert_eq!(reset_reason(&answer), Some(ResetReason::Expired));
-    assert_eq!(
-        events(read(&store, Some(&cursor(&store, 4)), &audiences).await).len(),
-        6
-    );
-
-    // Server: an `op = reset` row the caller may see.
-    let mut reset = row(&store, "host.sync", &Audience::global(), None, None);
-    reset.op = Op::Reset;
-    store.append(vec![reset]).await.unwrap();
-    let answer = read(&store, Some(&cursor(&store, 8)), &audiences).await;
-    assert_eq!(reset_reason(&answer), Some(ResetReason::Server));
-    assert_eq!(answer.cursor().seq, Seq(11));
-    db.finish().await;
+    shared("resets", common::every_reset_reason_answers_the_head).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_far_behind_counts_only_visible_rows_and_resets_at_2001() {
-    let Some(conninfo) = conninfo() else { return };
-    let db = Db::new(conninfo, "behind");
-    let store = db.store().await;
-    let mine = Audience::project("mine");
-    store
-        .append(rows(&store, &Audience::project("other"), 5_000))
-        .await
-        .unwrap();
-    store.append(rows(&store, &mine, 3)).await.unwrap();
-    store
-        .append(rows(&store, &Audience::user("someone"), 5_000))
-        .await
-        .unwrap();
-    let mine_only = set(std::slice::from_ref(&mine));
-    let answer = read(&store, Some(&cursor(&store, 0)), &mine_only).await;
-    assert_eq!(answer.cursor().seq, Seq(10_003));
-    assert_eq!(
-        events(answer).iter().map(|e| e.seq).collect::<Vec<_>>(),
-        vec![5_001, 5_002, 5_003]
-    );
-
-    // Global rows are visible to everyone: 2,000 of them are events, 2,001 a reset.
-    store
-        .append(rows(&store, &Audience::global(), catch_up_rows() - 2))
-        .await
-        .unwrap();
-    let at_limit = events(read(&store, Some(&cursor(&store, 5_001)), &mine_only).await);
-    assert_eq!(at_limit.len(), catch_up_rows());
-    let over = read(&store, Some(&cursor(&store, 5_000)), &mine_only).await;
-    assert_eq!(reset_reason(&over), Some(ResetReason::TooFarBehind));
-    assert_eq!(over.cursor().seq, Seq(10_003 + catch_up_rows() as u64 - 2));
-    let elsewhere = read(
-        &store,
-        Some(&cursor(&store, 10_003)),
-        &set(&[Audience::user("nobody")]),
+    shared(
+        "behind",
+        common::too_far_behind_counts_only_visible_rows_and_resets_at_2001,
     )
     .await;
-    assert_eq!(
-        events(elsewhere).len(),
-        catch_up_rows() - 2,
-        "global rows only"
-    );
-    db.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_b_never_receives_user_a_events_and_the_cursor_still_moves() {
-    let Some(conninfo) = conninfo() else { return };
-    let db = Db::new(conninfo, "audience");
-    let store = db.store().await;
-    let (a, b) = (Audience::user("a"), Audience::user("b"));
-    store.append(rows(&store, &a, 4)).await.unwrap();
-    store
-        .append(vec![row(&store, "host.settings", &b, None, None)])
-        .await
-        .unwrap();
-    store
-        .append(vec![row(&store, "ci.runs", &a, Some("other"), None); 2])
-        .await
-        .unwrap();
-    let for_b = set(&[b.clone(), Audience::org("shared")]);
-    let answer = read(&store, Some(&cursor(&store, 0)), &for_b).await;
-    assert_eq!(answer.cursor().seq, Seq(7));
-    let seen = events(answer);
-    assert_eq!(seen.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![5]);
-    assert_eq!(
-        seen[0].scope,
-        store.meta().salt.scope("host.settings", &b).to_hex()
-    );
-    let idle = read(&store, Some(&cursor(&store, 5)), &for_b).await;
-    assert_eq!(idle.cursor().seq, Seq(7), "filtered out, still the head");
-    assert!(events(idle).is_empty());
-    let for_a = events(read(&store, Some(&cursor(&store, 0)), &set(&[a])).await);
-    assert_eq!(
-        for_a.iter().map(|e| (e.seq, e.n)).collect::<Vec<_>>(),
-        vec![(1, 1), (2, 1), (3, 1), (4, 1), (7, 2)]
-    );
-    db.finish().await;
+    shared("audience", common::user_b_never_receives_user_a_events).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn catch_up_collapses_by_source_scope_and_key() {
-    let Some(conninfo) = conninfo() else { return };
-    let db = Db::new(conninfo, "collapse");
-    let store = db.store().await;
-    let p = Audience::project("p1");
-    let mut written = vec![
-        row(&store, "ci.runs", &p, Some("main"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("main"), Some("p-b")),
-        row(&store, "ci.runs", &p, Some("dev"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("main"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("dev"), Some("p-a")),
-        row(&store, "ci.runs", &p, None, None),
-    ];
-    for (i, r) in written.iter_mut().enumerate() {
-        r.at_ms = 1_000 + i as i64;
-        r.n = 2;
-    }
-    written[3].at_ms = 500;
-    store.append(written).await.unwrap();
-    let got = events(
-        read(
-            &store,
-            Some(&cursor(&store, 0)),
-            &set(std::slice::from_ref(&p)),
-        )
-        .await,
-    );
-    let salt = &store.meta().salt;
-    assert_eq!(got.len(), 3);
-    let main = &got[0];
-    assert_eq!(main.seq, 4);
-    assert_eq!(main.key, Some(salt.key("ci.runs", &p, "main").to_hex()));
-    assert_eq!(main.n, 6);
-    assert_eq!(main.rs, None, "page B wrote in between: rs is null");
-    assert_eq!(main.at, 1_001, "the latest at, not the last row's");
-    let dev = &got[1];
-    assert_eq!((dev.seq, dev.n), (5, 4));
-    assert_eq!(dev.rs.as_deref(), Some("p-a"), "every row shares rs: kept");
-    let whole = &got[2];
-    assert_eq!((whole.seq, whole.key.as_deref(), whole.n), (6, None, 2));
-
-    // What the tailer reads is the row as appended.
-    let tailed = store.tail(Seq(1), 2).await.unwrap();
-    assert_eq!(
-        tailed.iter().map(|r| r.seq).collect::<Vec<_>>(),
-        vec![Seq(2), Seq(3)]
-    );
-    assert_eq!(tailed[0].row.rs, RequestSource::parse("p-b"));
-    assert_eq!(tailed[0].row.audience, p);
-    assert_eq!(tailed[0].row.n, 2);
-    db.finish().await;
+    shared(
+        "collapse",
+        common::catch_up_collapses_by_source_scope_and_key,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -625,7 +408,7 @@ async fn seq_order_equals_commit_order_under_concurrent_appends_from_two_stores(
                 for i in 0..APPENDS {
                     let size = 1 + (i * 7 + w * 3 + s) % 13;
                     let seqs = store
-                        .append(rows(&store, &Audience::org("o"), size))
+                        .append(rows(&*store, &Audience::org("o"), size))
                         .await
                         .unwrap();
                     assert_eq!(seqs.len(), size);
@@ -788,9 +571,5 @@ async fn append_rate_of_1000_row_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frame_ids_are_resume_points_over_the_postgres_log() {
-    let Some(conninfo) = conninfo() else { return };
-    let db = Db::new(conninfo, "frames");
-    let store = db.store().await;
-    common::frame_ids_are_resume_points(&store).await;
-    db.finish().await;
+    shared("frames", common::frame_ids_are_resume_points).await;
 }

@@ -1,83 +1,15 @@
 //! The SQLite log (`sync.md` §3.6–§3.8): appends, tails, catch-up reads and their resets,
-//! audience filtering, collapsing, retention.
+//! audience filtering, collapsing, retention. The scenarios shared with the PostgreSQL log
+//! live in `common`.
 
-use std::collections::HashSet;
-
-use ui_core::SyncLimits;
-use ui_sync::{
-    Audience, AudienceSet, NewRow, Op, ReadAfter, RequestSource, ResetReason, Retention, Seq,
-    SqliteStore, SyncStore, WireEvent, read_after,
-};
+use ui_sync::{Audience, Op, ResetReason, Retention, Seq, SqliteStore, SyncStore};
 
 mod common;
 
-const HOUR_MS: i64 = 3_600_000;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn row(
-    store: &SqliteStore,
-    source: &str,
-    audience: &Audience,
-    key: Option<&str>,
-    rs: Option<&str>,
-) -> NewRow {
-    let salt = &store.meta().salt;
-    NewRow {
-        source: source.into(),
-        audience: audience.clone(),
-        scope: salt.scope(source, audience),
-        key: key.map(|k| salt.key(source, audience, k)),
-        rs: rs.and_then(RequestSource::parse),
-        op: Op::Change,
-        n: 1,
-        at_ms: now_ms(),
-    }
-}
-
-/// `count` rows of `audience`, each with its own key (so none collapse).
-fn rows(store: &SqliteStore, audience: &Audience, count: usize) -> Vec<NewRow> {
-    (0..count)
-        .map(|i| row(store, "ci.runs", audience, Some(&format!("k{i}")), None))
-        .collect()
-}
-
-fn set(audiences: &[Audience]) -> AudienceSet {
-    AudienceSet::new(audiences.iter().cloned(), 1_000)
-}
-
-fn catch_up_rows() -> usize {
-    SyncLimits::DEFAULT.catch_up_rows() as usize
-}
-
-async fn read(store: &SqliteStore, cursor: Option<&str>, audiences: &AudienceSet) -> ReadAfter {
-    read_after(store, cursor, audiences, catch_up_rows())
-        .await
-        .unwrap()
-}
-
-fn cursor(store: &SqliteStore, seq: u64) -> String {
-    format!("{}.{seq}", store.meta().epoch)
-}
-
-fn reset_reason(answer: &ReadAfter) -> Option<ResetReason> {
-    match answer {
-        ReadAfter::Reset { reason, .. } => Some(*reason),
-        ReadAfter::Events { .. } => None,
-    }
-}
-
-fn events(answer: ReadAfter) -> Vec<WireEvent> {
-    match answer {
-        ReadAfter::Events { events, .. } => events,
-        ReadAfter::Reset { reason, .. } => panic!("unexpected reset {reason:?}"),
-    }
-}
+use common::{
+    HOUR_MS, catch_up_rows, cursor, events, now_ms, prune_two_hours_later, read, reset_reason, row,
+    rows, set,
+};
 
 #[tokio::test]
 async fn appends_get_increasing_seqs_and_tail_reads_them_in_order() {
@@ -135,52 +67,7 @@ async fn read_after_without_a_cursor_starts_at_the_head() {
 #[tokio::test]
 async fn every_reset_reason_answers_the_head() {
     let store = SqliteStore::open_temp().await.unwrap();
-    let p = Audience::project("p1");
-    let audiences = set(std::slice::from_ref(&p));
-    store.append(rows(&store, &p, 10)).await.unwrap();
-
-    let cases = [
-        ("not a cursor".to_owned(), ResetReason::Invalid),
-        (format!("{}.3", "aaaaaaaaaaaa"), ResetReason::Epoch),
-        (cursor(&store, 11), ResetReason::Ahead),
-    ];
-    for (text, reason) in cases {
-        let answer = read(&store, Some(&text), &audiences).await;
-        assert_eq!(reset_reason(&answer), Some(reason), "{text}");
-        assert_eq!(answer.cursor().seq, Seq(10));
-        assert_eq!(answer.cursor().epoch, store.meta().epoch);
-    }
-    // The head itself is fine: nothing new.
-    assert!(events(read(&store, Some(&cursor(&store, 10)), &audiences).await).is_empty());
-
-    // Expired: retention deleted rows the cursor has not seen.
-    let report = store
-        .prune(
-            now_ms() + 2 * HOUR_MS,
-            Retention {
-                age_ms: HOUR_MS,
-                rows: 100_000,
-                batch: 4,
-                batches: 1,
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.pruned_through, Seq(4));
-    let answer = read(&store, Some(&cursor(&store, 3)), &audiences).await;
-    assert_eq!(reset_reason(&answer), Some(ResetReason::Expired));
-    assert_eq!(
-        events(read(&store, Some(&cursor(&store, 4)), &audiences).await).len(),
-        6
-    );
-
-    // Server: an `op = reset` row the caller may see.
-    let mut reset = row(&store, "host.sync", &Audience::global(), None, None);
-    reset.op = Op::Reset;
-    store.append(vec![reset]).await.unwrap();
-    let answer = read(&store, Some(&cursor(&store, 8)), &audiences).await;
-    assert_eq!(reset_reason(&answer), Some(ResetReason::Server));
-    assert_eq!(answer.cursor().seq, Seq(11));
+    common::every_reset_reason_answers_the_head(&store).await;
 }
 
 #[tokio::test]
@@ -202,23 +89,7 @@ async fn a_catch_up_returns_2000_visible_rows_and_resets_at_2001() {
 #[tokio::test]
 async fn too_far_behind_counts_only_visible_rows() {
     let store = SqliteStore::open_temp().await.unwrap();
-    let mine = Audience::project("mine");
-    store
-        .append(rows(&store, &Audience::project("other"), 5_000))
-        .await
-        .unwrap();
-    store.append(rows(&store, &mine, 3)).await.unwrap();
-    store
-        .append(rows(&store, &Audience::user("someone"), 5_000))
-        .await
-        .unwrap();
-    let answer = read(&store, Some(&cursor(&store, 0)), &set(&[mine])).await;
-    assert_eq!(answer.cursor().seq, Seq(10_003));
-    let events = events(answer);
-    assert_eq!(
-        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        vec![5_001, 5_002, 5_003]
-    );
+    common::too_far_behind_counts_only_visible_rows_and_resets_at_2001(&store).await;
 }
 
 #[tokio::test]
@@ -234,85 +105,13 @@ async fn a_client_10000_events_behind_gets_a_reset() {
 #[tokio::test]
 async fn user_b_never_receives_user_a_events() {
     let store = SqliteStore::open_temp().await.unwrap();
-    let (a, b) = (Audience::user("a"), Audience::user("b"));
-    store.append(rows(&store, &a, 4)).await.unwrap();
-    store
-        .append(vec![row(&store, "host.settings", &b, None, None)])
-        .await
-        .unwrap();
-    store
-        .append(vec![row(&store, "ci.runs", &a, Some("other"), None); 2])
-        .await
-        .unwrap();
-    let for_b = set(&[b.clone(), Audience::org("shared")]);
-    let answer = read(&store, Some(&cursor(&store, 0)), &for_b).await;
-    assert_eq!(
-        answer.cursor().seq,
-        Seq(7),
-        "the cursor still moves to the head"
-    );
-    let seen = events(answer);
-    assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].seq, 5);
-    assert_eq!(
-        seen[0].scope,
-        store.meta().salt.scope("host.settings", &b).to_hex()
-    );
-    // Reading from any cursor never shows A's rows to B.
-    for from in 0..7 {
-        let seqs: HashSet<u64> = events(read(&store, Some(&cursor(&store, from)), &for_b).await)
-            .iter()
-            .map(|e| e.seq)
-            .collect();
-        assert!(seqs.is_subset(&HashSet::from([5])), "{from}: {seqs:?}");
-    }
-    let for_a = events(read(&store, Some(&cursor(&store, 0)), &set(&[a])).await);
-    assert_eq!(
-        for_a.iter().map(|e| (e.seq, e.n)).collect::<Vec<_>>(),
-        vec![(1, 1), (2, 1), (3, 1), (4, 1), (7, 2)]
-    );
+    common::user_b_never_receives_user_a_events(&store).await;
 }
 
 #[tokio::test]
 async fn catch_up_collapses_by_source_scope_and_key() {
     let store = SqliteStore::open_temp().await.unwrap();
-    let p = Audience::project("p1");
-    let mut written = vec![
-        row(&store, "ci.runs", &p, Some("main"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("main"), Some("p-b")),
-        row(&store, "ci.runs", &p, Some("dev"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("main"), Some("p-a")),
-        row(&store, "ci.runs", &p, Some("dev"), Some("p-a")),
-        row(&store, "ci.runs", &p, None, None),
-    ];
-    for (i, r) in written.iter_mut().enumerate() {
-        r.at_ms = 1_000 + i as i64;
-        r.n = 2;
-    }
-    written[3].at_ms = 500;
-    store.append(written).await.unwrap();
-    let got = events(
-        read(
-            &store,
-            Some(&cursor(&store, 0)),
-            &set(std::slice::from_ref(&p)),
-        )
-        .await,
-    );
-    let salt = &store.meta().salt;
-    assert_eq!(got.len(), 3);
-    // Sorted by their largest seq: main (4), dev (5), the whole source (6).
-    let main = &got[0];
-    assert_eq!(main.seq, 4);
-    assert_eq!(main.key, Some(salt.key("ci.runs", &p, "main").to_hex()));
-    assert_eq!(main.n, 6);
-    assert_eq!(main.rs, None, "page B wrote in between: rs is null");
-    assert_eq!(main.at, 1_001, "the latest at, not the last row's");
-    let dev = &got[1];
-    assert_eq!((dev.seq, dev.n), (5, 4));
-    assert_eq!(dev.rs.as_deref(), Some("p-a"), "every row shares rs: kept");
-    let whole = &got[2];
-    assert_eq!((whole.seq, whole.key.as_deref(), whole.n), (6, None, 2));
+    common::catch_up_collapses_by_source_scope_and_key(&store).await;
 }
 
 #[tokio::test]
@@ -420,18 +219,7 @@ async fn pruning_every_row_keeps_the_head_and_seqs_are_never_reused() {
     let store = SqliteStore::open_temp().await.unwrap();
     let p = Audience::project("p1");
     store.append(rows(&store, &p, 5)).await.unwrap();
-    let report = store
-        .prune(
-            now_ms() + 2 * HOUR_MS,
-            Retention {
-                age_ms: HOUR_MS,
-                rows: 100_000,
-                batch: 100,
-                batches: 20,
-            },
-        )
-        .await
-        .unwrap();
+    let report = prune_two_hours_later(&store, 100, 20).await;
     assert_eq!((report.deleted, report.rows), (5, 0));
     assert_eq!(store.head().await.unwrap(), Seq(5));
     let answer = read(

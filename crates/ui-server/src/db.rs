@@ -330,14 +330,20 @@ impl Drop for Lease {
 mod tests {
     use super::*;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn cancelled_reads_give_their_connection_back() {
+    /// A fresh directory for one test's database file.
+    fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
-            "ui-server-db-lease-{}-{}",
+            "{tag}-{}-{}",
             std::process::id(),
             crate::store::new_id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_reads_give_their_connection_back() {
+        let dir = temp_dir("ui-server-db-lease");
         let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 4)
             .await
             .unwrap();
@@ -365,12 +371,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_cannot_write_the_servers_file() {
-        let dir = std::env::temp_dir().join(format!(
-            "ui-server-db-readonly-{}-{}",
-            std::process::id(),
-            crate::store::new_id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_dir("ui-server-db-readonly");
         let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 2)
             .await
             .unwrap();
@@ -397,12 +398,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_source_read_stops_however_early_or_late_it_is_cancelled() {
-        let dir = std::env::temp_dir().join(format!(
-            "ui-server-db-cancel-{}-{}",
-            std::process::id(),
-            crate::store::new_id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_dir("ui-server-db-cancel");
         let db = Db::open(&dir.join("app.db"), "CREATE TABLE t (x)", 2)
             .await
             .unwrap();

@@ -574,9 +574,8 @@ impl FileConfig {
         config.auth = match auth.mode.as_deref() {
             None => AuthConfig::Auto,
             Some("none") => AuthConfig::None,
-            Some("demo") if !config.demo => {
-                return Err(bad("auth.mode", "`demo` needs server.demo = true".into()));
-            }
+            // Whether the demo is on is known once a command line had its say (`--demo`):
+            // `AppState::open` refuses `demo` without it.
             Some("demo") => AuthConfig::Demo,
             Some("jwt") => {
                 let jwt = auth.jwt;

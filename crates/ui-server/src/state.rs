@@ -290,7 +290,8 @@ impl AppBuilder {
             AuthConfig::Auto => config.demo,
             AuthConfig::Demo if !config.demo => {
                 return Err(ServerError::Config(
-                    "auth.mode = \"demo\" needs demo = true".into(),
+                    "auth.mode = \"demo\" needs server.demo = true (or `uiblocks serve --demo`)"
+                        .into(),
                 ));
             }
             AuthConfig::Demo => true,

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::Context as _;
 use tracing_subscriber::EnvFilter;
-use ui_server::{ConnSetting, DEMO_SOURCES, ServerConfig, SourcesConfig};
+use ui_server::{AuthConfig, ConnSetting, DEMO_SOURCES, ServerConfig, SourcesConfig};
 
 use crate::cli::ServeArgs;
 
@@ -68,6 +68,9 @@ pub fn config(
     config
         .check_connections()
         .map_err(|e| anyhow::anyhow!("{}: {}", flag(e.setting), e.message()))?;
+    if config.auth == AuthConfig::Demo && !config.demo {
+        anyhow::bail!("auth.mode: `demo` needs server.demo = true or --demo");
+    }
     Ok(config)
 }
 
@@ -136,4 +139,41 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<u8> {
     // Every task (and with them the database connections) ends with the runtime.
     drop(runtime);
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn serve_args(argv: &[&str]) -> ServeArgs {
+        let argv = ["uiblocks", "serve"].iter().chain(argv);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(args) => args,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn config_of(argv: &[&str], env: &[(&str, &str)]) -> anyhow::Result<ServerConfig> {
+        config(&serve_args(argv), vars(env))
+    }
+
+    #[test]
+    fn demo_authentication_is_satisfied_by_the_demo_flag() {
+        let mode = ("UIBLOCKS_AUTH_MODE", "demo");
+        let config = config_of(&["--demo"], &[mode]).unwrap();
+        assert_eq!((config.auth, config.demo), (AuthConfig::Demo, true));
+        let config = config_of(&[], &[mode, ("UIBLOCKS_SERVER_DEMO", "true")]).unwrap();
+        assert_eq!(config.auth, AuthConfig::Demo);
+        let e = config_of(&[], &[mode]).unwrap_err().to_string();
+        assert!(e.contains("auth.mode") && e.contains("--demo"), "{e}");
+    }
 }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
@@ -64,6 +65,60 @@ fn degraded(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The change log's head as the request arrived, taken before its [`Principal`] is
+/// resolved (an extractor runs in the order of the handler's arguments): a change of the
+/// principal's memberships recorded after it may be missing from their audiences.
+pub(crate) struct HeadBefore(u64);
+
+impl FromRequestParts<AppState> for HeadBefore {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(_: &mut Parts, state: &AppState) -> Result<Self, Infallible> {
+        Ok(HeadBefore(state.sync().head().seq.0))
+    }
+}
+
+/// Whether `read` may have passed over a change of the memberships of `member_of` (the
+/// `user:<id>` audience of its `audience-changed` events): one of its events is such a
+/// change, or it is a reset, which skips rows unseen.
+fn passes_membership_change(state: &AppState, member_of: &Audience, read: &ReadAfter) -> bool {
+    let ReadAfter::Events { events, .. } = read else {
+        return true;
+    };
+    let (scope, _) = state.sync().tokens(MEMBERS_SOURCE, member_of, None);
+    let scope = scope.to_hex();
+    events
+        .iter()
+        .any(|e| e.source == MEMBERS_SOURCE && e.scope == scope)
+}
+
+/// `principal` with its memberships re-resolved now, or `None` when the authenticator
+/// cannot (it does not implement [`crate::Authenticator::refresh`], answers for another
+/// user, or not within [`REFRESH_TIMEOUT`]); said in the log.
+async fn re_resolved(state: &AppState, principal: &Principal) -> Option<Principal> {
+    let refreshed =
+        tokio::time::timeout(REFRESH_TIMEOUT, state.authenticator().refresh(principal)).await;
+    match refreshed {
+        Ok(Some(fresh)) if fresh.user_id == principal.user_id => Some(fresh),
+        Ok(None) => None,
+        Ok(Some(other)) => {
+            tracing::warn!(
+                user = %principal.user_id,
+                answered = %other.user_id,
+                "the authenticator refreshed another user; the stream rotates"
+            );
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                user = %principal.user_id,
+                "memberships could not be re-resolved in time; the stream rotates"
+            );
+            None
+        }
+    }
+}
+
 /// `GET /ui/poll?cursor=`: one catch-up read (`sync.md` §4.3), rate-limited per session.
 pub(crate) async fn poll(
     State(state): State<AppState>,
@@ -93,7 +148,8 @@ pub(crate) async fn poll(
 /// `GET /ui/events`: the event stream (`sync.md` §4.2).
 pub(crate) async fn events(
     State(state): State<AppState>,
-    principal: Principal,
+    HeadBefore(before): HeadBefore,
+    mut principal: Principal,
     headers: HeaderMap,
     QueryParams(q): QueryParams<CursorParam>,
 ) -> Result<Response, ApiError> {
@@ -115,12 +171,33 @@ pub(crate) async fn events(
     let hub = state.sync().subscribe();
     let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     let resume = resume_cursor(last_event_id, q.cursor.as_deref()).map(str::to_owned);
-    let audiences = principal.audiences(state.sync_limits());
-    let catch_up = state
+    let member_of = Audience::user(&principal.user_id);
+    let mut audiences = principal.audiences(state.sync_limits());
+    let mut catch_up = state
         .sync()
         .read_after(resume.as_deref(), &audiences)
         .await
         .map_err(sync_error)?;
+    // A change of the memberships recorded between the principal's resolution and this
+    // read lies at or below the stream's start, where the live rows it judges will never
+    // show it: the memberships are re-resolved first, so the stream starts with them.
+    if catch_up.cursor().seq.0 > before
+        && memberships_changed_after(&state, &member_of, before).await?
+    {
+        principal = re_resolved(&state, &principal).await.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "Your memberships changed as the stream opened; connect again.",
+            )
+            .with_retry_after(0)
+        })?;
+        audiences = principal.audiences(state.sync_limits());
+        catch_up = state
+            .sync()
+            .read_after(resume.as_deref(), &audiences)
+            .await
+            .map_err(sync_error)?;
+    }
     let now = state.now_ms();
     let lifetime = stream_lifetime(state.sync_limits(), random_unit());
     let mut conn = StreamConn::new(
@@ -135,7 +212,7 @@ pub(crate) async fn events(
     let connection = Connection {
         conn,
         audiences,
-        member_of: Audience::user(&principal.user_id),
+        member_of,
         hub: Woken::new(ReusableBoxFuture::new(next_batch(hub))),
         ended: Woken::new(Box::pin(
             session_ended(state.signed_out(), principal.session.clone()).fuse(),
@@ -169,6 +246,27 @@ pub(crate) async fn events(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// Whether the log holds a change of the memberships of `member_of` after seq `after`
+/// (or cannot say, after a reset).
+async fn memberships_changed_after(
+    state: &AppState,
+    member_of: &Audience,
+    after: u64,
+) -> Result<bool, ApiError> {
+    let cursor = ui_sync::Cursor {
+        epoch: state.sync().epoch(),
+        seq: ui_sync::Seq(after),
+    };
+    // `global` and the user's own audience.
+    let own = ui_sync::AudienceSet::new([member_of.clone()], 2);
+    let read = state
+        .sync()
+        .read_after(Some(&cursor.to_string()), &own)
+        .await
+        .map_err(sync_error)?;
+    Ok(passes_membership_change(state, member_of, &read))
 }
 
 thread_local! {
@@ -296,34 +394,15 @@ impl Connection {
     /// [`crate::Authenticator::refresh`], or not in time), the stream rotates so the client
     /// reconnects and is authenticated afresh.
     async fn refresh(&mut self) -> Vec<Frame> {
-        let refreshed = tokio::time::timeout(
-            REFRESH_TIMEOUT,
-            self.state.authenticator().refresh(&self.principal),
-        )
-        .await;
+        let refreshed = re_resolved(&self.state, &self.principal).await;
         let now = self.state.now_ms();
         match refreshed {
-            Ok(Some(principal)) if principal.user_id == self.principal.user_id => {
+            Some(principal) => {
                 self.audiences = principal.audiences(self.state.sync_limits());
                 self.principal = principal;
                 self.conn.set_audiences(self.audiences.clone(), now)
             }
-            Ok(None) => self.conn.rotate(now),
-            Ok(Some(other)) => {
-                tracing::warn!(
-                    user = %self.principal.user_id,
-                    answered = %other.user_id,
-                    "the authenticator refreshed another user; the stream rotates"
-                );
-                self.conn.rotate(now)
-            }
-            Err(_) => {
-                tracing::warn!(
-                    user = %self.principal.user_id,
-                    "memberships could not be re-resolved in time; the stream rotates"
-                );
-                self.conn.rotate(now)
-            }
+            None => self.conn.rotate(now),
         }
     }
 
@@ -381,17 +460,15 @@ impl Connection {
     }
 
     /// The lag catch-up: `read_after(cursor)`; when it holds an `audience-changed` event
-    /// of this principal, the memberships are re-resolved first and the read is done again
+    /// of this principal, or is a reset (which moves the stream to the head past rows it
+    /// did not look at), the memberships are re-resolved first and the read is done again
     /// with them, so nothing of a lost audience goes out.
     async fn catch_up(&mut self) -> Result<Vec<Frame>, SyncError> {
         let cursor = self.conn.cursor().to_string();
         let sync = self.state.sync().clone();
         let mut read = sync.read_after(Some(&cursor), &self.audiences).await?;
-        let (member_scope, _) = sync.tokens(MEMBERS_SOURCE, &self.member_of, None);
-        let changed = matches!(&read, ReadAfter::Events { events, .. }
-            if events.iter().any(|e| e.source == MEMBERS_SOURCE && e.scope == member_scope.to_hex()));
         let mut frames = Vec::new();
-        if changed {
+        if passes_membership_change(&self.state, &self.member_of, &read) {
             frames.extend(self.refresh().await);
             if self.conn.is_closed() {
                 return Ok(frames);

@@ -217,3 +217,254 @@ async fn without_refresh_a_membership_change_rotates_the_users_streams_only() {
     assert!(others.iter().all(|f| f.event != "bye"), "{others:?}");
     server.stop().await;
 }
+
+/// A host's authenticator over a table of memberships the test changes: the user named by
+/// `x-user`. With `x-hold`, a sign-in waits after it read the table until the test lets it
+/// go, which opens the window between a principal's resolution and its stream's start.
+struct TableAuth {
+    projects: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+    refreshes: bool,
+    /// A held sign-in has read the table.
+    held: tokio::sync::Notify,
+    release: tokio::sync::Semaphore,
+}
+
+impl TableAuth {
+    fn new(refreshes: bool) -> Self {
+        let projects = [("u1", vec!["ops", "web"]), ("u2", vec!["ops"])]
+            .into_iter()
+            .map(|(u, p)| (u.to_owned(), p.into_iter().map(str::to_owned).collect()))
+            .collect();
+        TableAuth {
+            projects: std::sync::Mutex::new(projects),
+            refreshes,
+            held: tokio::sync::Notify::new(),
+            release: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    fn principal_of(&self, user: &str) -> Option<ui_server::Principal> {
+        let projects = self.projects.lock().unwrap().get(user)?.clone();
+        Some(ui_server::Principal {
+            session: format!("s-{user}"),
+            user_id: user.to_owned(),
+            projects,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ui_server::Authenticator for TableAuth {
+    async fn principal(&self, parts: &axum::http::request::Parts) -> Option<ui_server::Principal> {
+        let user = parts.headers.get("x-user")?.to_str().ok()?;
+        let principal = self.principal_of(user)?;
+        if parts.headers.contains_key("x-hold") {
+            self.held.notify_one();
+            self.release.acquire().await.unwrap().forget();
+        }
+        Some(principal)
+    }
+
+    async fn refresh(&self, principal: &ui_server::Principal) -> Option<ui_server::Principal> {
+        self.refreshes
+            .then(|| self.principal_of(&principal.user_id))
+            .flatten()
+    }
+}
+
+/// Opens u1's stream while its sign-in is held, removes u1 from `ops` in that window (the
+/// table, then the `audience-changed` event), and lets the sign-in go with the old
+/// memberships. Returns the stream's answer.
+async fn open_across_a_removal(
+    server: &Server,
+    auth: &TableAuth,
+) -> (StatusCode, axum::http::HeaderMap, hyper::body::Incoming) {
+    let open = server.open(
+        "GET",
+        "/ui/events",
+        None,
+        None,
+        &[("x-user", "u1"), ("x-hold", "1")],
+    );
+    let change = async {
+        auth.held.notified().await;
+        auth.projects
+            .lock()
+            .unwrap()
+            .insert("u1".into(), vec!["web".into()]);
+        server.state.membership_changed("u1").await.unwrap();
+        auth.release.add_permits(1);
+    };
+    let (answer, ()) =
+        tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(open, change) })
+            .await
+            .expect("the stream answers");
+    answer
+}
+
+/// Records a change of `ci.runs` for `project` and returns its seq.
+async fn run_changed(server: &Server, project: &str, key: &str) -> u64 {
+    let cursor = server
+        .state
+        .sync()
+        .record_and_wait(ui_sync::ChangeDraft {
+            source: "ci.runs".into(),
+            audience: Some(ui_sync::Audience::project(project)),
+            key: Some(key.into()),
+            rs: None,
+        })
+        .await
+        .unwrap();
+    cursor.seq.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_between_sign_in_and_stream_start_applies_from_the_first_frame() {
+    let auth = Arc::new(TableAuth::new(true));
+    let server = Server::start_with_auth(auth.clone()).await;
+    let (status, _, body) = open_across_a_removal(&server, &auth).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut stream = Sse::new(body);
+    assert_eq!(
+        stream.next(Duration::from_secs(5)).await.unwrap().event,
+        "hello"
+    );
+    let ops = run_changed(&server, "ops", "deploy").await;
+    let web = run_changed(&server, "web", "build").await;
+    let frames = stream.until("never", Duration::from_millis(800)).await;
+    let delivered: Vec<u64> = frames
+        .iter()
+        .filter(|f| f.event == "changes")
+        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
+        .filter(|e| e["source"] == "ci.runs")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delivered, vec![web], "not the ops change {ops}: {frames:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_refresh_a_removal_between_sign_in_and_stream_start_asks_to_reconnect() {
+    let auth = Arc::new(TableAuth::new(false));
+    let server = Server::start_with_auth(auth.clone()).await;
+    let (status, headers, _) = open_across_a_removal(&server, &auth).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(headers.get("retry-after").unwrap(), "0");
+    // Connecting again signs in with the memberships as they are now.
+    let (status, _, body) = server
+        .open("GET", "/ui/events", None, None, &[("x-user", "u1")])
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut stream = Sse::new(body);
+    assert_eq!(
+        stream.next(Duration::from_secs(5)).await.unwrap().event,
+        "hello"
+    );
+    let ops = run_changed(&server, "ops", "deploy").await;
+    let frames = stream.until("never", Duration::from_millis(600)).await;
+    assert!(
+        frames.iter().all(|f| f.event != "changes"),
+        "the ops change {ops} reached a former member: {frames:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_passed_over_by_a_lagging_streams_reset_still_applies() {
+    use tower::ServiceExt as _;
+    let auth = Arc::new(TableAuth::new(true));
+    // A hub of one batch, so a stream not read for two batches lags, and a catch-up of at
+    // most two rows, so its catch-up is a `too-far-behind` reset.
+    let dir = TempDir::new("lag");
+    let mut config = config(&dir);
+    config.sync_limits = config
+        .sync_limits
+        .with("hubCapacity", 1)
+        .and_then(|l| l.with("catchUpRows", 2))
+        .unwrap();
+    let state = ui_server::AppState::builder(config)
+        .authenticator(auth.clone())
+        .open()
+        .await
+        .unwrap();
+    // In process: the stream's body is pulled only when the test reads it.
+    let open = axum::http::Request::builder()
+        .uri("/ui/events")
+        .header("x-user", "u1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = ui_server::router(state.clone())
+        .oneshot(open)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = Sse::new(response.into_body());
+    assert_eq!(
+        stream.next(Duration::from_secs(5)).await.unwrap().event,
+        "hello"
+    );
+    let change = |audience: ui_sync::Audience, source: &'static str, key: Option<String>| {
+        let state = state.clone();
+        async move {
+            let cursor = state
+                .sync()
+                .record_and_wait(ui_sync::ChangeDraft {
+                    source: source.into(),
+                    audience: Some(audience),
+                    key,
+                    rs: None,
+                })
+                .await
+                .unwrap();
+            assert!(
+                state
+                    .sync()
+                    .catch_up_to(cursor.seq, Duration::from_secs(5))
+                    .await
+            );
+            cursor.seq.0
+        }
+    };
+    // Unread by the stream: u1 leaves `ops`, then three `web` changes go by.
+    auth.projects
+        .lock()
+        .unwrap()
+        .insert("u1".into(), vec!["web".into()]);
+    change(ui_sync::Audience::user("u1"), "host.members", None).await;
+    for i in 0..3 {
+        change(
+            ui_sync::Audience::project("web"),
+            "ci.runs",
+            Some(format!("b{i}")),
+        )
+        .await;
+    }
+    // Read now: the catch-up answers a reset.
+    let frames = stream.until("reset", Duration::from_secs(5)).await;
+    assert_eq!(
+        frames.last().map(|f| f.event.as_str()),
+        Some("reset"),
+        "{frames:?}"
+    );
+    let ops = change(
+        ui_sync::Audience::project("ops"),
+        "ci.runs",
+        Some("deploy".into()),
+    )
+    .await;
+    let web = change(
+        ui_sync::Audience::project("web"),
+        "ci.runs",
+        Some("build".into()),
+    )
+    .await;
+    let frames = stream.until("never", Duration::from_millis(800)).await;
+    let delivered: Vec<u64> = frames
+        .iter()
+        .filter(|f| f.event == "changes")
+        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
+        .filter(|e| e["source"] == "ci.runs")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delivered, vec![web], "not the ops change {ops}: {frames:?}");
+}

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest as _, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -828,14 +828,12 @@ async fn write_rows(
 /// `POST /ui/changes` (`sync.md` §4.5): a recorder of `sources.toml` (`[recorders.NAME]`,
 /// its bearer token) records change events of the sources it may record; answers the
 /// cursor after commit. Anything else — a user session, no token — is `403 forbidden`.
-async fn record_changes(
-    State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
-    crate::extract::JsonObjectOrList(body): crate::extract::JsonObjectOrList<
-        crate::recorders::ChangesBody,
-    >,
-) -> Result<Response, ApiError> {
-    let token = headers
+///
+/// The token is checked, and the recorder's rate, before the body is read: a request
+/// without a recorder's token never has its body read.
+async fn record_changes(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let token = req
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
@@ -855,8 +853,13 @@ async fn record_changes(
                 recorder.name(),
                 crate::recorders::RECORDER_RATE
             ),
-        ));
+        )
+        .with_retry_after(1));
     }
+    let crate::extract::JsonObjectOrList(body) = crate::extract::JsonObjectOrList::<
+        crate::recorders::ChangesBody,
+    >::from_request(req, &state)
+    .await?;
     let drafts = crate::recorders::drafts(recorder, body).map_err(|e| match e {
         crate::recorders::Refused::NotAllowed(m) => ApiError::new(ErrorCode::Forbidden, m),
         crate::recorders::Refused::Invalid(m) => ApiError::bad_request(m),

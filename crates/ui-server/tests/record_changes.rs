@@ -114,6 +114,36 @@ async fn a_recorder_records_and_nobody_else_can() {
     assert!(limited > 0, "80 requests at once were never rate-limited");
     let a = record(&app, Some(TOKEN), None, refused).await;
     assert_eq!(a.code(), "rate-limited", "{a:?}");
+    assert_eq!(a.header("retry-after"), Some("1"), "{a:?}");
+}
+
+#[tokio::test]
+async fn without_a_recorders_token_the_body_is_never_read() {
+    let dir = TempDir::new("record-changes");
+    let mut config = config(&dir);
+    config.sources = SourcesConfig::Inline(recorder_sources());
+    let app = App::with_config(config, dir).await;
+    // No token, a wrong token: 403 whatever the body, also one of the wrong type, too
+    // large or not JSON at all.
+    let huge = "x".repeat(ui_server::limits::MAX_BODY_BYTES + 1);
+    for token in [None, Some("a-recorder-token-0123456780")] {
+        for (content_type, body) in [
+            ("text/plain", "ci.runs".to_owned()),
+            ("application/json", "{not json".to_owned()),
+            ("application/json", huge.clone()),
+        ] {
+            let mut req = Request::post("/ui/changes").header("content-type", content_type);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let a = app.send(req.body(Body::from(body)).unwrap()).await;
+            assert_eq!(
+                (a.status, a.code()),
+                (StatusCode::FORBIDDEN, "forbidden"),
+                "{token:?} {content_type}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -427,7 +427,9 @@ impl TomlSources {
             ));
         }
         if let Some(channel) = &decl.notify {
-            if !spec.is_some_and(ConnectionSpec::is_postgres) {
+            // Without a connection the source reads the server's database: whether that is
+            // PostgreSQL is known at `install`.
+            if spec.is_some_and(|spec| !spec.is_postgres()) {
                 return Err(format!(
                     "source `{name}`: notify needs a PostgreSQL connection (`connection = \"…\"`)"
                 ));
@@ -565,6 +567,17 @@ impl TomlSources {
             self.pools = Some(Arc::new(self.open_connections(read_timeout).await?));
             return self.check_connected().await;
         };
+        if let Some(def) = self
+            .sources
+            .iter()
+            .find(|def| def.connection.is_none() && def.notify.is_some())
+        {
+            return Err(ServerError::Config(format!(
+                "source `{}`: notify needs a PostgreSQL connection: name one \
+                 (`connection = \"…\"`), or run the server on PostgreSQL (`database.url`)",
+                def.name
+            )));
+        }
         let pools = self.open_connections(read_timeout).await?;
         let setup = self.setup.clone();
         let defs: Vec<StatementCheck> = self
@@ -1448,6 +1461,22 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("connections.app: cannot connect"), "{e}");
+        // A source without a connection reads the server's database: `notify` is for
+        // PostgreSQL, so it is refused on SQLite (`tests/pg_sources.rs` listens on it on
+        // PostgreSQL).
+        let e = TomlSources::parse(
+            "[[source]]\nname = \"a\"\nsql = \"SELECT 1 AS x\"\nargs = { type = \"object\" }\n\
+             notify = \"runs\"",
+        )
+        .unwrap()
+        .install(Some(&db), std::time::Duration::from_secs(8))
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("source `a`: notify needs a PostgreSQL connection"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 

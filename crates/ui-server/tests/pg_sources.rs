@@ -587,6 +587,7 @@ async fn sources_without_a_connection_read_the_servers_postgres() {
     let source = r#"
 [[source]]
 name = "app.notes"
+notify = "notes_changed"
 sql = "SELECT id, body FROM notes WHERE project = @project ORDER BY id"
 args = { type = "object" }
 "#;
@@ -604,6 +605,36 @@ args = { type = "object" }
         rows,
         json!([{"id": 1, "body": "first"}, {"id": 3, "body": "second"}])
     );
+    // A NOTIFY on the server's own database records a change of the source.
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let web = AudienceSet::new(ui_sync::parse_audience("project:web"), 16);
+    let cursor = state
+        .sync()
+        .read_after(None, &web)
+        .await
+        .unwrap()
+        .cursor()
+        .to_string();
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no change event of app.notes within 5 s of NOTIFY"
+        );
+        client
+            .batch_execute("NOTIFY notes_changed, '{\"audience\": \"project:web\"}'")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = state.sync().read_after(Some(&cursor), &web).await.unwrap();
+        if let ReadAfter::Events { events, .. } = answer
+            && events.iter().any(|e| e.source == "app.notes")
+        {
+            break;
+        }
+    }
+    drop(client);
     state.sync().shutdown().await;
     drop(state);
 

@@ -195,6 +195,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), check_origin))
+        // Inside the header layers: a panic's `500` carries them as any answer does.
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::internal("The server failed while answering.").into_response()
+        }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
@@ -204,9 +208,6 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError::internal("The server failed while answering.").into_response()
-        }))
         .layer(RequestLayer {
             metrics: state.metrics().cloned(),
         })

@@ -327,7 +327,8 @@ fn over_cap_answer() -> Vec<u8> {
     .body();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-         cache-control: no-store\r\nretry-after: 1\r\nconnection: close\r\n\
+         cache-control: no-store\r\nx-content-type-options: nosniff\r\nretry-after: 1\r\n\
+         connection: close\r\n\
          content-length: {}\r\n\r\n{body}",
         body.len()
     )

@@ -181,6 +181,10 @@ async fn connections_over_the_cap_are_answered_at_once_and_the_server_keeps_answ
         let answer = head + &rest;
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         assert!(answer.contains("retry-after: 1"), "{answer}");
+        assert!(
+            answer.contains("x-content-type-options: nosniff"),
+            "{answer}"
+        );
         assert!(answer.contains("\"code\":\"unavailable\""), "{answer}");
         assert!(
             closed - asked < Duration::from_secs(1),

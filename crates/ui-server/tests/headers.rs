@@ -114,3 +114,32 @@ async fn a_duplicated_cursor_is_a_reset_not_a_bad_request() {
         .await;
     assert_eq!(once.body["reset"], json!(null), "{once:?}");
 }
+
+/// An authenticator with a bug: it panics.
+struct Panics;
+
+#[async_trait::async_trait]
+impl ui_server::Authenticator for Panics {
+    async fn principal(&self, _: &axum::http::request::Parts) -> Option<ui_server::Principal> {
+        panic!("a bug in the host's authenticator");
+    }
+}
+
+#[tokio::test]
+async fn a_panic_answers_500_with_the_headers_of_every_answer() {
+    use tower::ServiceExt as _;
+    let dir = TempDir::new("panic");
+    let state = ui_server::AppState::builder(config(&dir))
+        .authenticator(std::sync::Arc::new(Panics))
+        .open()
+        .await
+        .unwrap();
+    let req = axum::http::Request::get("/api/me")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let answer = ui_server::router(state).oneshot(req).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let header = |name: &str| answer.headers().get(name).map(|v| v.to_str().unwrap());
+    assert_eq!(header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(header("cache-control"), Some("no-store"));
+}

@@ -658,13 +658,17 @@ impl Shared {
             };
             match result {
                 Ok(seqs) => {
-                    if failing_since.take().is_some() {
+                    // A streak ends here: one of failures, or of one append that hung
+                    // until sync turned degraded.
+                    let failed = failing_since.take().is_some();
+                    let was_degraded = self.degraded.swap(false, Ordering::Relaxed);
+                    if failed || was_degraded {
                         tracing::info!(
                             target: "ui_sync",
+                            was_degraded,
                             "change log appends succeed again; the failure streak is over"
                         );
                     }
-                    self.degraded.store(false, Ordering::Relaxed);
                     self.counters
                         .rows
                         .fetch_add(seqs.len() as u64, Ordering::Relaxed);
@@ -754,7 +758,9 @@ impl Shared {
                     return;
                 }
             };
-            self.tailing.store(true, Ordering::Relaxed);
+            if !self.tailing.swap(true, Ordering::Relaxed) {
+                tracing::info!(target: "ui_sync", "change log tail succeeds again");
+            }
             let (Some(first), Some(end)) = (rows.first(), rows.last()) else {
                 return;
             };

@@ -624,6 +624,8 @@ async fn an_append_that_never_answers_turns_sync_degraded_after_the_grace() {
         .unwrap();
     assert_eq!(cursor.seq, Seq(1));
     assert!(!service.degraded());
+    // Said once the append answers, though no attempt had failed.
+    assert_eq!(warnings.infos_containing("succeed again"), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -643,6 +645,7 @@ async fn append_and_prune_failure_streaks_warn_exactly_once_each() {
         store.fail.store(false, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(!service.degraded());
+        assert_eq!(warnings.infos_containing("succeed again"), streak as usize);
     }
     assert_eq!(warnings.containing("append failed"), 2);
 
@@ -705,6 +708,7 @@ async fn the_pruner_skips_the_first_minute_then_runs_every_interval() {
 
 #[tokio::test(start_paused = true)]
 async fn tailing_tells_whether_the_tailer_follows_the_log() {
+    let (said, _guard) = Warnings::capture();
     let store = MemStore::new();
     let service = start(&store, SyncLimits::DEFAULT).await;
     let draft_row = |_: &str| NewRow {
@@ -729,11 +733,13 @@ async fn tailing_tells_whether_the_tailer_follows_the_log() {
     tokio::time::sleep(Duration::from_millis(SyncLimits::DEFAULT.postgres_tick())).await;
     assert!(!service.tailing());
     assert!(service.stats().tail_failures >= 1);
-    // Readable again: the next look catches up.
+    assert_eq!(said.containing("tail failed"), 1);
+    // Readable again: the next look catches up, and says so once.
     store.fail_tail.store(false, Ordering::SeqCst);
     tailed(&service, 2).await;
     assert!(service.tailing());
     assert_eq!(service.stats().tailed, 2);
+    assert_eq!(said.infos_containing("tail succeeds again"), 1);
     // A stopped service does not tail.
     service.shutdown().await;
     assert!(!service.tailing());

@@ -136,10 +136,10 @@ impl SyncStore for MemStore {
     }
 }
 
-/// Warn-level `tracing` events, captured by a subscriber installed for the current thread
-/// (tests on tokio's current-thread runtime run every task there).
+/// Warn- and info-level `tracing` events, captured by a subscriber installed for the
+/// current thread (tests on tokio's current-thread runtime run every task there).
 #[derive(Clone, Default)]
-pub struct Warnings(Arc<Mutex<Vec<String>>>);
+pub struct Warnings(Arc<Mutex<Vec<(tracing::Level, String)>>>);
 
 impl Warnings {
     /// Installs the capture for the current thread until the guard drops.
@@ -151,11 +151,20 @@ impl Warnings {
 
     /// The messages of the warnings so far that contain `needle`.
     pub fn containing(&self, needle: &str) -> usize {
+        self.at(tracing::Level::WARN, needle)
+    }
+
+    /// The messages of the `info` events so far that contain `needle`.
+    pub fn infos_containing(&self, needle: &str) -> usize {
+        self.at(tracing::Level::INFO, needle)
+    }
+
+    fn at(&self, level: tracing::Level, needle: &str) -> usize {
         self.0
             .lock()
             .unwrap()
             .iter()
-            .filter(|m| m.contains(needle))
+            .filter(|(l, m)| *l == level && m.contains(needle))
             .count()
     }
 }
@@ -180,10 +189,11 @@ impl tracing::Subscriber for Warnings {
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::WARN {
+        let level = *event.metadata().level();
+        if level == tracing::Level::WARN || level == tracing::Level::INFO {
             let mut m = Message(String::new());
             event.record(&mut m);
-            self.0.lock().unwrap().push(m.0);
+            self.0.lock().unwrap().push((level, m.0));
         }
     }
     fn enter(&self, _: &tracing::span::Id) {}

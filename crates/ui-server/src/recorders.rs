@@ -3,9 +3,12 @@
 //!
 //! ```toml
 //! [recorders.ci]
-//! token_env = "UIBLOCKS_RECORDER_CI"   # or token = "…": the bearer token, at least 16 bytes
+//! token_env = "CI_RECORDER_TOKEN"      # or token = "…": the bearer token, at least 16 bytes
 //! sources = ["ci.runs"]                 # the sources it may record
 //! ```
+//!
+//! `token_env` must not name a `UIBLOCKS_*` variable: those names are reserved for
+//! settings, and one that is not a setting stops the start.
 //!
 //! A request carries `Authorization: Bearer <token>`; the token is compared in constant time
 //! with each recorder's. Each recorder may send 50 requests a second (a bucket of 50).

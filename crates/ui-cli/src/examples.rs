@@ -43,7 +43,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "Table",
-        "$runs = [{name: \"build\", seconds: 81}, {name: \"test\", seconds: 240}]\n<Table rows={$runs}>\n<Column key=\"name\" title=\"Job\"/>\n<Column key=\"seconds\" title=\"Time\" as=\"duration\"/>\n</Table>",
+        "$runs = [{name: \"build\", ms: 81000}, {name: \"test\", ms: 240000}]\n<Table rows={$runs}>\n<Column key=\"name\" title=\"Job\"/>\n<Column key=\"ms\" title=\"Time\" as=\"duration\"/>\n</Table>",
     ),
     (
         "Column",

@@ -318,7 +318,12 @@ impl ConnSetting {
     }
 
     /// Whether `value` is within the range of this (duration) setting.
-    fn check(self, value: Duration) -> Result<(), OutOfRange> {
+    /// Whether `value` is in this setting's range (a duration setting's; the connection
+    /// count is checked by [`ServerConfig::check_connections`]).
+    ///
+    /// # Errors
+    /// [`OutOfRange`] naming the setting and the value.
+    pub fn check(self, value: Duration) -> Result<(), OutOfRange> {
         let min = match self {
             ConnSetting::ShutdownSpread | ConnSetting::DrainTimeout => Duration::ZERO,
             _ => limits::MIN_CONN_TIMEOUT,

@@ -55,6 +55,9 @@ pub fn config(
     set(&mut config.shutdown_spread, args.shutdown_spread);
     set(&mut config.drain_timeout, args.drain_timeout);
     if let Some(timeout) = args.write_timeout {
+        ConnSetting::WriteTimeout
+            .check(timeout)
+            .map_err(|e| anyhow::anyhow!("--write-timeout: {}", e.message()))?;
         let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         config.sync_limits = config
             .sync_limits
@@ -175,5 +178,18 @@ mod tests {
         assert_eq!(config.auth, AuthConfig::Demo);
         let e = config_of(&[], &[mode]).unwrap_err().to_string();
         assert!(e.contains("auth.mode") && e.contains("--demo"), "{e}");
+    }
+
+    #[test]
+    fn a_write_timeout_out_of_range_names_the_flag_and_the_range() {
+        for given in ["0ms", "5ms"] {
+            let e = config_of(&["--write-timeout", given], &[])
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!("--write-timeout: must be from 10ms to 24h; got {given}")
+            );
+        }
     }
 }

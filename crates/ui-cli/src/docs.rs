@@ -61,6 +61,9 @@ pub fn component_reference() -> String {
             if let Some(action) = c.action() {
                 rules.push(format!("acts through `{action}`"));
             }
+            if let Some(rule) = c.cross_prop_rule() {
+                rules.push(rule.to_owned());
+            }
             out.push_str(&format!(
                 "| `{}` | {} | {} | {} |\n",
                 c.name(),

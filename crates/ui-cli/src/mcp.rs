@@ -300,6 +300,9 @@ pub fn describe_component(name: &str) -> ToolAnswer {
             "Acts through `{action}`: {{@Set($name, literal)}}, {{@Reset($name)}} or {{@Reset()}}\n"
         ));
     }
+    if let Some(rule) = component.cross_prop_rule() {
+        text.push_str(&format!("Also: {rule}\n"));
+    }
     text.push_str(&format!("Example:\n```ui\n{example}\n```\n"));
     ToolAnswer {
         text,
@@ -312,6 +315,7 @@ pub fn describe_component(name: &str) -> ToolAnswer {
             "children": component.children(),
             "binding": component.binding(),
             "action": component.action(),
+            "rule": component.cross_prop_rule(),
             "example": example,
         }),
         is_error: false,

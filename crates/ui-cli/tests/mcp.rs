@@ -112,6 +112,7 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     let structured = result.structured_content.unwrap();
     assert_eq!(structured["props"][0]["name"], "value");
     assert!(structured["example"].as_str().unwrap().contains("<Slider"));
+    assert_eq!(structured["rule"], "`min < max` and `min <= value <= max`");
     let result = tokio::time::timeout(
         LIMIT,
         client.call_tool(

@@ -272,6 +272,16 @@ enum Refinement {
     Slider,
 }
 
+impl Refinement {
+    /// The rule in words, for references and agents.
+    const fn rule(self) -> &'static str {
+        match self {
+            Refinement::Image => "exactly one of `attachment` and `generated`",
+            Refinement::Slider => "`min < max` and `min <= value <= max`",
+        }
+    }
+}
+
 /// One entry of the catalog: static data, see [`components`] and [`lookup`].
 #[derive(Debug, PartialEq)]
 pub struct Component {
@@ -296,6 +306,13 @@ impl Component {
     /// The group the component belongs to.
     pub const fn group(&self) -> Group {
         self.group
+    }
+
+    /// The rule between its props that is checked once each prop passed, in words
+    /// (`Image`: one of `attachment` and `generated`; `Slider`: `min < max` around
+    /// `value`), or `None`.
+    pub fn cross_prop_rule(&self) -> Option<&'static str> {
+        self.refinement.map(Refinement::rule)
     }
 
     /// The one-line description shown to the agent.

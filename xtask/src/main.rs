@@ -12,7 +12,8 @@
 //!   of the demo page (`ui-server`'s `tests/browser.rs`) runs in headless Chromium, whose
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
-//!   accessibility checks.
+//!   accessibility checks. The page's client rules that need no browser run in Node.js
+//!   (`node --test crates/ui-server/page/tests/client.test.js`).
 //! - `cargo xtask mcp-inspector` — only the Inspector step of `ci` (below).
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
 //!   (`cargo bench -p benches`), then one table of their figures, after a line on the
@@ -229,6 +230,7 @@ fn ci(root: &Path) -> Result<(), String> {
             env: &[("INSTA_UPDATE", "no")],
         },
     )?;
+    page_test(root)?;
     browser_test(root)?;
     mcp_inspector_test(root)?;
     // `cargo doc --workspace` documents ui-sync with its `postgres` feature (see clippy).
@@ -401,6 +403,36 @@ fn apt_install(root: &Path, label: &str, packages: &[&str]) -> Result<(), String
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Debian's chromedriver (package `chromium-driver`; `UI_E2E_CHROMEDRIVER` overrides it).
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The page's client rules that need no browser: `node --test` over
+/// `crates/ui-server/page/tests/client.test.js`, which runs `app.js` against a stand-in
+/// DOM and clock (installing Debian's `nodejs` with apt, as root, when there is no node).
+fn page_test(root: &Path) -> Result<(), String> {
+    let has_node = || {
+        Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !has_node() {
+        if !is_root() || !has_apt() {
+            return Err(
+                "page-test: the page's tests need Node.js (18 or later); install it".into(),
+            );
+        }
+        apt_install(root, "node-install", &["nodejs"])
+            .map_err(|step| format!("page-test: installing nodejs failed: {step}"))?;
+    }
+    run(
+        root,
+        &Step {
+            label: "page-test",
+            program: "node",
+            args: &["--test", "crates/ui-server/page/tests/client.test.js"],
+            env: &[],
+        },
+    )
+}
+
 /// The axe-core release the browser test's accessibility checks run (the test checks the
 /// banner of `axe.min.js` against its own copy of this pin: keep the two equal).
 const AXE_VERSION: &str = "4.14.1";

@@ -504,6 +504,9 @@ const feed = {
     this.attempts = 0;
     this.connect();
     changes.flushSoon(); // readings that went stale meanwhile are read once
+    // A cadence timer that fired while signed out read nothing and set no next one:
+    // every block reads what is due now, which restarts its 10 s cadence (host.md §10).
+    for (const view of page.blocks.values()) view.trigger();
   },
 
   // ---- §7.4: cursor handling ----
@@ -935,6 +938,7 @@ class BlockView {
     this.linkKey = "";
     this.restTimer = null;
     this.evalTimer = null;
+    this.viewQueue = Promise.resolve(); // the `/ui/view` requests in order (evaluate)
     this.refreshing = false;
     this.again = new Set(); // queries asked for while a cycle ran
     this.disposed = false;
@@ -1012,7 +1016,21 @@ class BlockView {
     return out;
   }
 
-  async evaluate(extra) {
+  // One `/ui/view` at a time per block, in the order asked: each is built when it is sent,
+  // from the values the one before left, so an answer never undoes a later edit (host.md
+  // §10: a changed input is read with its last value). A change's value may be a function
+  // of the values at that moment (a checklist toggles one item of what is set by then).
+  evaluate(extra) {
+    const run = this.viewQueue.then(() => this.evaluateNow(extra));
+    this.viewQueue = run.catch(() => {});
+    return run;
+  }
+
+  async evaluateNow(extra) {
+    if (this.disposed) return;
+    if (extra && extra.change && typeof extra.change.value === "function") {
+      extra = { ...extra, change: { ...extra.change, value: extra.change.value(this.values) } };
+    }
     const body = {
       chatId: this.chatId,
       itemId: this.item.id,
@@ -1144,6 +1162,9 @@ class BlockView {
       reading = await api("POST", "/ui/query", body);
     } catch (e) {
       reading = { state: "failed", code: e.code || "unreadable", reason: e.message, readAt: Date.now() };
+      // 403: the chat is gone or no longer the caller's; like a refused reading it is
+      // not read again for change events (sync.md §9.2), only by the cadence.
+      if (e.status === 403) reading.denied = true;
       if (e.status === 401) feed.enterSignedOut();
     }
     q.inFlight = null;
@@ -1180,11 +1201,12 @@ class BlockView {
 
   // The counter seq that makes `name` due for a change-driven read, or 0: hidden blocks
   // never read, nothing is read while signed out, and a reading last refused is retried
-  // only by the cadence or a user action (sync.md §9.2).
+  // only by the cadence or a user action (sync.md §9.2); so is one the server refused
+  // with a 403.
   changeDue(name) {
     if (this.disposed || !this.live || !this.visible || document.hidden || feed.signedOut) return 0;
     const r = this.readings[name];
-    if (r && r.state === "refused") return 0;
+    if (r && (r.state === "refused" || r.denied)) return 0;
     const g = this.good[name];
     let seq = g ? changes.staleBy(g.reading.sync) : 0;
     if (this.stale[name]) seq = Math.max(seq, this.stale[name].seq || 1);
@@ -1595,8 +1617,14 @@ BlockView.prototype.renderers = {
       const box = h("input", {
         type: "checkbox", checked: on, disabled: !bound || !interactive(item), "data-node": n.id + "#" + JSON.stringify(v), "data-focus": n.id + "#" + JSON.stringify(v),
         onchange: () => {
-          const next = on ? checked.filter((c) => JSON.stringify(c) !== JSON.stringify(v)) : [...checked, v];
-          this.change(n.id, "value", next);
+          // Toggled against what is set when the edit is sent, not what was drawn: two
+          // quick clicks keep both.
+          const name = n.bindings.value;
+          const same = (c) => JSON.stringify(c) === JSON.stringify(v);
+          this.change(n.id, "value", (values) => {
+            const now = Array.isArray(values[name]) ? values[name] : checked;
+            return now.some(same) ? now.filter((c) => !same(c)) : [...now, v];
+          });
         },
       });
       return h("li", {}, h("label", { class: "control" }, box, h("span", {}, this.kids(item, {}))));

@@ -20,8 +20,8 @@
 //!   booleans, text, `json`/`jsonb` as they are, timestamps as ISO 8601 / RFC 3339 text
 //!   (`timestamptz` in UTC with `+00:00`), NULL as null.
 //! - **SQLite** (`sqlite://PATH`, `sqlite:///abs/path`): a pool of connections opened
-//!   read-only with `PRAGMA query_only`, each read interruptible by a progress handler
-//!   (as the server's own database).
+//!   read-only with `PRAGMA query_only`, each read interruptible by a progress handler:
+//!   `db::ReadPool`, the pool of the server's own database.
 //!
 //! `tokio-postgres` is the PostgreSQL client the workspace already uses for the change
 //! log (`ui-sync`'s `postgres` feature); `bytes` is its buffer type, needed to bind
@@ -174,11 +174,6 @@ fn parse_url(url: &str) -> Result<Target, String> {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-// ---------------------------------------------------------------------------------------
-// SQLite
-
-// A `sqlite://` connection is a `db::ReadPool` of its file, as the server's own reads.
 
 // ---------------------------------------------------------------------------------------
 // PostgreSQL

@@ -195,10 +195,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), check_origin))
-        // Inside the header layers: a panic's `500` carries them as any answer does.
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError::internal("The server failed while answering.").into_response()
-        }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
@@ -208,10 +204,26 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
+        // Outside the header layers (where it costs every request least), so its answer
+        // sets their headers itself.
+        .layer(CatchPanicLayer::custom(|_| panicked()))
         .layer(RequestLayer {
             metrics: state.metrics().cloned(),
         })
         .with_state(state)
+}
+
+/// The answer to a request whose handling panicked: `500 internal`, with the headers every
+/// answer carries.
+fn panicked() -> Response {
+    let mut answer = ApiError::internal("The server failed while answering.").into_response();
+    let headers = answer.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    answer
 }
 
 /// The target of the request log's lines (`RUST_LOG=ui_server::request=info`).

@@ -62,7 +62,7 @@ function makePage(server) {
     console, document, URLSearchParams, AbortController, TypeError, JSON, Math, Object, Array,
     Map, Set, Promise, Number, String, Error, isFinite, isNaN,
     CSS: { escape: (s) => s },
-    crypto: globalThis.crypto,
+    crypto: require("crypto").webcrypto, // global only from Node 19; Debian's is 18
     location: { origin: "http://127.0.0.1", search: "" },
     navigator: {},
     Node: El,

@@ -90,13 +90,7 @@ async fn a_removed_member_stops_receiving_the_projects_events_at_the_exact_seq()
         ops_after > 10,
         "the writer kept writing after the removal ({ops_after})"
     );
-    let mut delivered: Vec<u64> = frames
-        .iter()
-        .filter(|f| f.event == "changes")
-        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
-        .filter(|e| e["source"] == "ci.runs")
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
+    let mut delivered = run_seqs(&frames);
     delivered.sort_unstable();
     let expected: Vec<u64> = written
         .iter()
@@ -302,20 +296,53 @@ async fn open_across_a_removal(
     answer
 }
 
-/// Records a change of `ci.runs` for `project` and returns its seq.
-async fn run_changed(server: &Server, project: &str, key: &str) -> u64 {
-    let cursor = server
-        .state
+/// Records a change of `source` for `audience` (of `key`, or the whole source), waits until
+/// the tailer published it, and returns its seq.
+async fn changed(
+    state: &ui_server::AppState,
+    source: &str,
+    audience: ui_sync::Audience,
+    key: Option<&str>,
+) -> u64 {
+    let cursor = state
         .sync()
         .record_and_wait(ui_sync::ChangeDraft {
-            source: "ci.runs".into(),
-            audience: Some(ui_sync::Audience::project(project)),
-            key: Some(key.into()),
+            source: source.into(),
+            audience: Some(audience),
+            key: key.map(str::to_owned),
             rs: None,
         })
         .await
         .unwrap();
+    assert!(
+        state
+            .sync()
+            .catch_up_to(cursor.seq, Duration::from_secs(5))
+            .await
+    );
     cursor.seq.0
+}
+
+/// A change of `ci.runs` of `project`, keyed `key`: its seq.
+async fn run_changed(state: &ui_server::AppState, project: &str, key: &str) -> u64 {
+    changed(
+        state,
+        "ci.runs",
+        ui_sync::Audience::project(project),
+        Some(key),
+    )
+    .await
+}
+
+/// The seqs of the `ci.runs` changes the `changes` frames among `frames` carry.
+fn run_seqs(frames: &[SseFrame]) -> Vec<u64> {
+    frames
+        .iter()
+        .filter(|f| f.event == "changes")
+        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
+        .filter(|e| e["source"] == "ci.runs")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,16 +356,10 @@ async fn a_removal_between_sign_in_and_stream_start_applies_from_the_first_frame
         stream.next(Duration::from_secs(5)).await.unwrap().event,
         "hello"
     );
-    let ops = run_changed(&server, "ops", "deploy").await;
-    let web = run_changed(&server, "web", "build").await;
+    let ops = run_changed(&server.state, "ops", "deploy").await;
+    let web = run_changed(&server.state, "web", "build").await;
     let frames = stream.until("never", Duration::from_millis(800)).await;
-    let delivered: Vec<u64> = frames
-        .iter()
-        .filter(|f| f.event == "changes")
-        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
-        .filter(|e| e["source"] == "ci.runs")
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
+    let delivered = run_seqs(&frames);
     assert_eq!(delivered, vec![web], "not the ops change {ops}: {frames:?}");
     server.stop().await;
 }
@@ -360,7 +381,7 @@ async fn without_refresh_a_removal_between_sign_in_and_stream_start_asks_to_reco
         stream.next(Duration::from_secs(5)).await.unwrap().event,
         "hello"
     );
-    let ops = run_changed(&server, "ops", "deploy").await;
+    let ops = run_changed(&server.state, "ops", "deploy").await;
     let frames = stream.until("never", Duration::from_millis(600)).await;
     assert!(
         frames.iter().all(|f| f.event != "changes"),
@@ -403,41 +424,14 @@ async fn a_removal_passed_over_by_a_lagging_streams_reset_still_applies() {
         stream.next(Duration::from_secs(5)).await.unwrap().event,
         "hello"
     );
-    let change = |audience: ui_sync::Audience, source: &'static str, key: Option<String>| {
-        let state = state.clone();
-        async move {
-            let cursor = state
-                .sync()
-                .record_and_wait(ui_sync::ChangeDraft {
-                    source: source.into(),
-                    audience: Some(audience),
-                    key,
-                    rs: None,
-                })
-                .await
-                .unwrap();
-            assert!(
-                state
-                    .sync()
-                    .catch_up_to(cursor.seq, Duration::from_secs(5))
-                    .await
-            );
-            cursor.seq.0
-        }
-    };
     // Unread by the stream: u1 leaves `ops`, then three `web` changes go by.
     auth.projects
         .lock()
         .unwrap()
         .insert("u1".into(), vec!["web".into()]);
-    change(ui_sync::Audience::user("u1"), "host.members", None).await;
+    changed(&state, "host.members", ui_sync::Audience::user("u1"), None).await;
     for i in 0..3 {
-        change(
-            ui_sync::Audience::project("web"),
-            "ci.runs",
-            Some(format!("b{i}")),
-        )
-        .await;
+        run_changed(&state, "web", &format!("b{i}")).await;
     }
     // Read now: the catch-up answers a reset.
     let frames = stream.until("reset", Duration::from_secs(5)).await;
@@ -446,25 +440,9 @@ async fn a_removal_passed_over_by_a_lagging_streams_reset_still_applies() {
         Some("reset"),
         "{frames:?}"
     );
-    let ops = change(
-        ui_sync::Audience::project("ops"),
-        "ci.runs",
-        Some("deploy".into()),
-    )
-    .await;
-    let web = change(
-        ui_sync::Audience::project("web"),
-        "ci.runs",
-        Some("build".into()),
-    )
-    .await;
+    let ops = run_changed(&state, "ops", "deploy").await;
+    let web = run_changed(&state, "web", "build").await;
     let frames = stream.until("never", Duration::from_millis(800)).await;
-    let delivered: Vec<u64> = frames
-        .iter()
-        .filter(|f| f.event == "changes")
-        .flat_map(|f| f.data["events"].as_array().unwrap().clone())
-        .filter(|e| e["source"] == "ci.runs")
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
+    let delivered = run_seqs(&frames);
     assert_eq!(delivered, vec![web], "not the ops change {ops}: {frames:?}");
 }

@@ -362,7 +362,12 @@ fn install_postgres(root: &Path) -> Result<(), String> {
 
 /// Whether `apt-get` can be run.
 fn has_apt() -> bool {
-    Command::new("apt-get")
+    answers("apt-get")
+}
+
+/// Whether `program --version` runs and succeeds (the program is installed).
+fn answers(program: &str) -> bool {
+    Command::new(program)
         .arg("--version")
         .output()
         .is_ok_and(|out| out.status.success())
@@ -403,17 +408,12 @@ fn apt_install(root: &Path, label: &str, packages: &[&str]) -> Result<(), String
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Debian's chromedriver (package `chromium-driver`; `UI_E2E_CHROMEDRIVER` overrides it).
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
 /// The page's client rules that need no browser: `node --test` over
 /// `crates/ui-server/page/tests/client.test.js`, which runs `app.js` against a stand-in
 /// DOM and clock (installing Debian's `nodejs` with apt, as root, when there is no node).
 fn page_test(root: &Path) -> Result<(), String> {
-    let has_node = || {
-        Command::new("node")
-            .arg("--version")
-            .output()
-            .is_ok_and(|out| out.status.success())
-    };
-    if !has_node() {
+    if !answers("node") {
         if !is_root() || !has_apt() {
             return Err(
                 "page-test: the page's tests need Node.js (18 or later); install it".into(),
@@ -457,13 +457,7 @@ fn ensure_axe(root: &Path) -> Result<PathBuf, String> {
         );
         return Ok(script);
     }
-    let has_npm = || {
-        Command::new("npm")
-            .arg("--version")
-            .output()
-            .is_ok_and(|out| out.status.success())
-    };
-    if !has_npm() {
+    if !answers("npm") {
         if !is_root() || !has_apt() {
             return Err(format!(
                 "browser: the accessibility checks need axe-core {AXE_VERSION} from the npm \
@@ -650,7 +644,7 @@ fn mcp_inspector_test(root: &Path) -> Result<(), String> {
     let wanted = format!("{NODE_PACKAGE} {INSPECTOR_PACKAGE}");
     let installed = std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted);
     if !(installed && node.is_file() && launcher.is_file()) {
-        if Command::new("npm").arg("--version").output().is_err() {
+        if !answers("npm") {
             if !is_root() || !has_apt() {
                 return Err("mcp-inspector: npm is missing (install Node's npm)".to_owned());
             }

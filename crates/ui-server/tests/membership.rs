@@ -189,12 +189,7 @@ async fn without_refresh_a_membership_change_rotates_the_users_streams_only() {
                 .open("GET", "/ui/events", None, None, &[("x-user", user)])
                 .await;
             assert_eq!(status, StatusCode::OK);
-            let mut sse = Sse::new(body);
-            assert_eq!(
-                sse.next(Duration::from_secs(5)).await.unwrap().event,
-                "hello"
-            );
-            sse
+            Sse::after_hello(body).await
         }
     };
     let mut u1 = open("u1").await;
@@ -351,11 +346,7 @@ async fn a_removal_between_sign_in_and_stream_start_applies_from_the_first_frame
     let server = Server::start_with_auth(auth.clone()).await;
     let (status, _, body) = open_across_a_removal(&server, &auth).await;
     assert_eq!(status, StatusCode::OK);
-    let mut stream = Sse::new(body);
-    assert_eq!(
-        stream.next(Duration::from_secs(5)).await.unwrap().event,
-        "hello"
-    );
+    let mut stream = Sse::after_hello(body).await;
     let ops = run_changed(&server.state, "ops", "deploy").await;
     let web = run_changed(&server.state, "web", "build").await;
     let frames = stream.until("never", Duration::from_millis(800)).await;
@@ -376,11 +367,7 @@ async fn without_refresh_a_removal_between_sign_in_and_stream_start_asks_to_reco
         .open("GET", "/ui/events", None, None, &[("x-user", "u1")])
         .await;
     assert_eq!(status, StatusCode::OK);
-    let mut stream = Sse::new(body);
-    assert_eq!(
-        stream.next(Duration::from_secs(5)).await.unwrap().event,
-        "hello"
-    );
+    let mut stream = Sse::after_hello(body).await;
     let ops = run_changed(&server.state, "ops", "deploy").await;
     let frames = stream.until("never", Duration::from_millis(600)).await;
     assert!(
@@ -419,11 +406,7 @@ async fn a_removal_passed_over_by_a_lagging_streams_reset_still_applies() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let mut stream = Sse::new(response.into_body());
-    assert_eq!(
-        stream.next(Duration::from_secs(5)).await.unwrap().event,
-        "hello"
-    );
+    let mut stream = Sse::after_hello(response.into_body()).await;
     // Unread by the stream: u1 leaves `ops`, then three `web` changes go by.
     auth.projects
         .lock()

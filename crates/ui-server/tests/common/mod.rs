@@ -456,6 +456,15 @@ where
         }
     }
 
+    /// The stream of `body` once its first frame, which must be `hello`, was read (within
+    /// 5 s).
+    pub async fn after_hello(body: B) -> Self {
+        let mut sse = Sse::new(body);
+        let first = sse.next(Duration::from_secs(5)).await;
+        assert_eq!(first.map(|f| f.event).as_deref(), Some("hello"));
+        sse
+    }
+
     /// The next frame with an event name, waiting at most `within`.
     pub async fn next(&mut self, within: Duration) -> Option<SseFrame> {
         tokio::time::timeout(within, self.next_frame())

@@ -9,6 +9,10 @@
 
 const REFRESH_MS = 10000; // host.md §10: one refresh cycle per 10 s per block
 const REST_MS = 300; // an input change rests 300 ms before it is read
+// Longest wait for any API answer: the server bounds its own work (a read at 8 s), so a
+// request still unanswered after this was lost on the way; it fails, and what waited on
+// it (a block's next `/ui/view`, a query's next read) goes on.
+const API_TIMEOUT_MS = 30000;
 const CHANGE_WINDOW_MS = 250; // sync.md §7.7: non-resetting window after a counter moves
 const MIN_CHANGE_GAP_MS = 1000; // at most one change-driven read per query per second
 const HEALTHY_MS = 45000; // sync.md §7.2
@@ -92,9 +96,23 @@ async function api(method, path, body, opts) {
     init.body = JSON.stringify(body);
   }
   if (opts && opts.write) init.headers["x-ui-request-source"] = page.pageId;
-  const res = await fetch(path, init);
+  const ctl = new AbortController();
+  init.signal = ctl.signal;
+  const timer = setTimeout(() => ctl.abort(), API_TIMEOUT_MS);
+  let res, text;
+  try {
+    res = await fetch(path, init);
+    text = await res.text();
+  } catch (e) {
+    if (!ctl.signal.aborted) throw e;
+    const err = new Error("The server did not answer in time.");
+    err.status = 0;
+    err.code = "timed-out";
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
   if (opts) opts.seq = res.headers.get("x-ui-sync-seq");
-  const text = await res.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
   if (!res.ok) {

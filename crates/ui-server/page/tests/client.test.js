@@ -148,3 +148,34 @@ test("two quick checklist toggles keep both", async () => {
   await Promise.all([a, b]);
   assert.deepEqual([...view.values.$picked], ["a", "b"]);
 });
+
+test("a /ui/view that never answers fails after 30 s, and the next edit goes out", async () => {
+  const block = {
+    ...runs,
+    defaults: { $branch: "main" },
+    nodes: [{ id: "n1", type: "Segmented", complete: true, bindings: { value: "$branch" }, children: [] }],
+  };
+  let lost = true;
+  const page = makePage(server(block, { head: 5 }, (url, body, now) => {
+    if (url === "/ui/view") {
+      const values = { ...body.values };
+      if (body.change) values.$branch = body.change.value;
+      // The first edit's request is lost on the way: no answer for an hour.
+      if (body.change && lost) {
+        lost = false;
+        return { delay: 3_600_000, body: { values, view: { nodes: [] } } };
+      }
+      return { body: { values, view: { nodes: [] } } };
+    }
+    if (url === "/ui/query") return { body: { state: "fresh", value: 1, readId: "r", readAt: now } };
+  }));
+  await page.start();
+  const view = page.app.page.blocks.get("b1");
+  const first = view.change("n1", "value", "dev");
+  const second = view.change("n1", "value", "ops");
+  await page.advance(29_000);
+  assert.equal(page.requests("/ui/view").filter((r) => r.body.change).length, 1, "the second waits its turn");
+  await page.advance(2_000);
+  await Promise.all([first, second]);
+  assert.deepEqual({ ...view.values }, { $branch: "ops" });
+});

@@ -88,7 +88,13 @@ function makePage(server) {
       log.push({ t: now, method, url, body });
       const answer = server(url, method, body, now);
       if (answer === "network") throw new TypeError("network");
-      if (answer.delay) await new Promise((done) => ctx.setTimeout(done, answer.delay));
+      if (answer.delay) {
+        // An aborted request fails at once, as a browser's does.
+        await new Promise((done, fail) => {
+          ctx.setTimeout(done, answer.delay);
+          if (init.signal) init.signal.addEventListener("abort", () => fail(new Error("AbortError")));
+        });
+      }
       const status = answer.status || 200;
       return {
         ok: status >= 200 && status < 300,

@@ -13,7 +13,8 @@
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
 //!   accessibility checks. The page's client rules that need no browser run in Node.js
-//!   (`node --test crates/ui-server/page/tests/client.test.js`).
+//!   (`node --test crates/ui-server/page/tests/client.test.js`). Its builds use the `ci`
+//!   profile ([`CI_PROFILE`]), into `<target>/ci`, and it prints the disk free there first.
 //! - `cargo xtask mcp-inspector` — only the Inspector step of `ci` (below).
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
 //!   (`cargo bench -p benches`), then one table of their figures, after a line on the
@@ -96,8 +97,67 @@ fn run(root: &Path, step: &Step<'_>) -> Result<(), String> {
     }
 }
 
+/// The cargo profile every build of `ci` uses (`Cargo.toml`'s `[profile.ci]`: the dev
+/// profile without incremental caches or dependencies' line tables), so a run on a clean
+/// checkout writes about half the disk of the dev profile, into `<target>/ci`.
+const CI_PROFILE: &str = "ci";
+
+/// Below this many bytes free under the target directory, a failed step's message says
+/// that the disk may be full: a compiler that cannot write says so only deep in its
+/// output (as CI's did on 2026-12-03, `No space left on device` after 167 s).
+const LOW_DISK: u64 = 2 << 30;
+
 fn ci(root: &Path) -> Result<(), String> {
     let started = Instant::now();
+    let target = target_dir(root);
+    match free_disk(&target) {
+        Some(free) => println!(
+            "xtask ci: {} free under {} (a cold run writes about 5 GB there)",
+            gigabytes(free),
+            target.display()
+        ),
+        None => println!("xtask ci: free disk under {} unknown", target.display()),
+    }
+    let outcome = ci_steps(root);
+    if outcome.is_err() {
+        if let Some(free) = free_disk(&target).filter(|free| *free < LOW_DISK) {
+            return outcome.map_err(|step| {
+                format!(
+                    "{step}; only {} is free under {}: the disk may have filled",
+                    gigabytes(free),
+                    target.display()
+                )
+            });
+        }
+    } else {
+        println!(
+            "\nxtask ci: all steps passed in {:.0}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    outcome
+}
+
+/// Bytes free for this user on the file system that holds `path` (or its nearest existing
+/// ancestor), from `df -Pk`; `None` when `df` cannot tell.
+fn free_disk(path: &Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let out = Command::new("df").arg("-Pk").arg(existing).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    // The second line: file system, 1024-blocks, used, available, capacity, mount point.
+    let available = text.lines().nth(1)?.split_whitespace().nth(3)?;
+    available.parse::<u64>().ok()?.checked_mul(1024)
+}
+
+/// `bytes` as gigabytes with one decimal, for the messages above.
+fn gigabytes(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+fn ci_steps(root: &Path) -> Result<(), String> {
     // Every cargo command below that builds the workspace's code selects `--workspace`, so
     // that features unify the same way in each and later steps reuse what earlier ones
     // built. A `-p CRATE` command resolves its dependencies' features for that crate alone
@@ -120,6 +180,8 @@ fn ci(root: &Path) -> Result<(), String> {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--profile",
+                CI_PROFILE,
                 "--",
                 "-D",
                 "warnings",
@@ -137,6 +199,8 @@ fn ci(root: &Path) -> Result<(), String> {
                 "ui-compiler",
                 "--no-default-features",
                 "--all-targets",
+                "--profile",
+                CI_PROFILE,
                 "--",
                 "-D",
                 "warnings",
@@ -156,6 +220,8 @@ fn ci(root: &Path) -> Result<(), String> {
                 "--workspace",
                 "--no-default-features",
                 "--all-targets",
+                "--profile",
+                CI_PROFILE,
                 "--",
                 "-D",
                 "warnings",
@@ -180,6 +246,8 @@ fn ci(root: &Path) -> Result<(), String> {
                 "-p",
                 "ui-sync",
                 "--all-targets",
+                "--profile",
+                CI_PROFILE,
                 "--",
                 "-D",
                 "warnings",
@@ -204,7 +272,13 @@ fn ci(root: &Path) -> Result<(), String> {
             &Step {
                 label: "test",
                 program: "cargo",
-                args: &["test", "--workspace", "--all-targets"],
+                args: &[
+                    "test",
+                    "--workspace",
+                    "--all-targets",
+                    "--profile",
+                    CI_PROFILE,
+                ],
                 env: &[
                     ("INSTA_UPDATE", "no"),
                     ("UI_SYNC_PG", conninfo),
@@ -226,6 +300,8 @@ fn ci(root: &Path) -> Result<(), String> {
                 "ui-compiler",
                 "--no-default-features",
                 "--all-targets",
+                "--profile",
+                CI_PROFILE,
             ],
             env: &[("INSTA_UPDATE", "no")],
         },
@@ -238,13 +314,13 @@ fn ci(root: &Path) -> Result<(), String> {
         Step {
             label: "doctest",
             program: "cargo",
-            args: &["test", "--workspace", "--doc"],
+            args: &["test", "--workspace", "--doc", "--profile", CI_PROFILE],
             env: &[],
         },
         Step {
             label: "doc",
             program: "cargo",
-            args: &["doc", "--workspace", "--no-deps"],
+            args: &["doc", "--workspace", "--no-deps", "--profile", CI_PROFILE],
             env: &[("RUSTDOCFLAGS", "-D warnings")],
         },
     ];
@@ -262,10 +338,6 @@ fn ci(root: &Path) -> Result<(), String> {
             },
         )?;
     }
-    println!(
-        "\nxtask ci: all steps passed in {:.0}s",
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
 }
 
@@ -526,6 +598,8 @@ fn browser_test(root: &Path) -> Result<(), String> {
                 "--workspace",
                 "--test",
                 "browser",
+                "--profile",
+                CI_PROFILE,
                 "--",
                 "--include-ignored",
                 // One browser at a time: two Chromiums on a small machine slow each other.
@@ -681,11 +755,19 @@ fn mcp_inspector_test(root: &Path) -> Result<(), String> {
             // The binary as `ui-cli`'s integration tests have it built, with the features
             // of the workspace's test build: after `ci`'s test step nothing is rebuilt
             // (`cargo build -p ui-cli` would resolve other features and rebuild it).
-            args: &["test", "--workspace", "--test", "mcp", "--no-run"],
+            args: &[
+                "test",
+                "--workspace",
+                "--test",
+                "mcp",
+                "--no-run",
+                "--profile",
+                CI_PROFILE,
+            ],
             env: &[],
         },
     )?;
-    let bin = target_dir(root).join("debug/uiblocks");
+    let bin = target_dir(root).join(CI_PROFILE).join("uiblocks");
     let path = format!(
         "{}:{}",
         modules.join(".bin").display(),

@@ -112,7 +112,7 @@ fn ci(root: &Path) -> Result<(), String> {
     let target = target_dir(root);
     match free_disk(&target) {
         Some(free) => println!(
-            "xtask ci: {} free under {} (a cold run writes about 5 GB there)",
+            "xtask ci: {} free under {} (a cold run writes about 4 GB there)",
             gigabytes(free),
             target.display()
         ),

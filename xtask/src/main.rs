@@ -146,9 +146,13 @@ fn free_disk(path: &Path) -> Option<u64> {
     if !out.status.success() {
         return None;
     }
-    let text = String::from_utf8(out.stdout).ok()?;
-    // The second line: file system, 1024-blocks, used, available, capacity, mount point.
-    let available = text.lines().nth(1)?.split_whitespace().nth(3)?;
+    available_bytes(&String::from_utf8(out.stdout).ok()?)
+}
+
+/// The bytes available in `df -Pk` output: its second line holds the file system, its
+/// 1024-byte blocks, those used, those available, the capacity and the mount point.
+fn available_bytes(df: &str) -> Option<u64> {
+    let available = df.lines().nth(1)?.split_whitespace().nth(3)?;
     available.parse::<u64>().ok()?.checked_mul(1024)
 }
 
@@ -1673,7 +1677,19 @@ fn json_string_field(json: &str, key: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fanout_reads_table, floor_row};
+    use super::{available_bytes, fanout_reads_table, floor_row, free_disk};
+
+    #[test]
+    fn the_free_disk_is_read_from_df() {
+        let df = "Filesystem     1024-blocks     Used Available Capacity Mounted on\n\
+                  /dev/vda         263174212 12505432 250668780       5% /\n";
+        assert_eq!(available_bytes(df), Some(250_668_780 * 1024));
+        assert_eq!(available_bytes("Filesystem 1024-blocks Used\n"), None);
+        assert_eq!(available_bytes(""), None);
+        // A directory not made yet is measured on its nearest existing ancestor.
+        let missing = std::env::temp_dir().join("xtask-no-such-dir/target");
+        assert!(free_disk(&missing).is_some_and(|free| free > 0));
+    }
 
     #[test]
     fn the_floor_row_names_the_pairs_and_judges_the_ratio() {

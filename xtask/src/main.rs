@@ -99,7 +99,7 @@ fn run(root: &Path, step: &Step<'_>) -> Result<(), String> {
 
 /// The cargo profile every build of `ci` uses (`Cargo.toml`'s `[profile.ci]`: the dev
 /// profile without incremental caches or dependencies' line tables), so a run on a clean
-/// checkout writes about half the disk of the dev profile, into `<target>/ci`.
+/// checkout writes under half the disk of the dev profile, into `<target>/ci`.
 const CI_PROFILE: &str = "ci";
 
 /// Below this many bytes free under the target directory, a failed step's message says

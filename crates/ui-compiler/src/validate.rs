@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ui_core::inputs::{check_vouched, find_choice};
-use ui_core::{Budget, CATALOG_VERSION, Clock, Code, Failure, Record, UiLimits, Value, View};
+use ui_core::{
+    Budget, CATALOG_VERSION, Clock, Code, Failure, Record, UiLimits, Value, View,
+    for_each_in_js_order,
+};
 
 use crate::block::{Block, Node};
 use crate::eval::evaluate_block;
@@ -49,18 +52,26 @@ fn state_with_readings(
     Ok(state)
 }
 
-/// Refuses with [`Code::RefusedBinding`] a submitted name a page could not send.
-fn check_names(block: &Block, _state: &UiState, input: &Record) -> Result<(), Failure> {
+/// Walks the submitted `input` as the reference does (`Object.entries`: array-index keys
+/// first, ascending, then the rest as written), one key at a time: a name a page could not
+/// send is refused with [`Code::RefusedBinding`] when it is reached, and each allowed one
+/// goes to `set` before the next is looked at. So which of a wrong-kind value
+/// ([`Code::InvalidValue`], from `set`) and an unknown name comes first decides the code.
+fn set_each_input<'a>(
+    block: &Block,
+    input: &'a Record,
+    mut set: impl FnMut(&'a str, &'a Value) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     let allowed = input_names(block);
-    for name in input.keys() {
-        if !allowed.contains(&name.as_str()) {
+    for_each_in_js_order(input, |name, value| {
+        if !allowed.contains(&name) {
             return Err(Failure::new(
                 Code::RefusedBinding,
                 format!("`{name}` is not an input of this block."),
             ));
         }
-    }
-    Ok(())
+        set(name, value)
+    })
 }
 
 fn evaluate_checked(
@@ -118,10 +129,7 @@ pub fn validated_view(
     }
     let input = copy_record(input, limits, clock)?;
     let mut state = state_with_readings(block, queries, limits)?;
-    check_names(block, &state, &input)?;
-    for (name, value) in &input {
-        state.set(name, value)?;
-    }
+    set_each_input(block, &input, |name, value| state.set(name, value))?;
     let view = evaluate_checked(block, &state, limits, clock)?;
     let changed = input
         .iter()
@@ -190,14 +198,14 @@ pub fn resolve_choice(
     }
     let input = copy_record(input, limits, clock)?;
     let mut state = state_with_readings(block, queries, limits)?;
-    check_names(block, &state, &input)?;
     let mut changed: Vec<&str> = Vec::new();
-    for (name, value) in &input {
+    set_each_input(block, &input, |name, value| {
         if state.values().get(name) != Some(value) {
             state.set(name, value)?;
             changed.push(name);
         }
-    }
+        Ok(())
+    })?;
     let view = evaluate_checked(block, &state, limits, clock)?;
     let mut any_error = false;
     view.walk(&mut |v| any_error |= v.error.is_some());

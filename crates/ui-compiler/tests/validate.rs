@@ -351,12 +351,16 @@ impl Case {
     /// rule (a visible control bound to a changed value rejects it).
     fn expected(&self, strict: bool) -> Option<Code> {
         let var_of = |name: &str| Var::ALL.into_iter().find(|v| v.name() == name);
-        if self
-            .input
-            .iter()
-            .any(|(name, _)| !var_of(name).is_some_and(|v| self.is_input(v)))
-        {
-            return Some(Code::RefusedBinding);
+        // One key at a time, as written: an unknown name, or a value of another kind than
+        // its default, fails where it is met.
+        for (name, v) in &self.input {
+            match var_of(name).filter(|var| self.is_input(*var)) {
+                None => return Some(Code::RefusedBinding),
+                Some(var) if self.default_of(var).kind() != v.kind() => {
+                    return Some(Code::InvalidValue);
+                }
+                Some(_) => {}
+            }
         }
         let changed: Vec<(Var, &Value)> = self
             .input
@@ -364,12 +368,6 @@ impl Case {
             .map(|(name, v)| (var_of(name).unwrap(), v))
             .filter(|(var, v)| self.default_of(*var) != **v)
             .collect();
-        if changed
-            .iter()
-            .any(|(var, v)| self.default_of(*var).kind() != v.kind())
-        {
-            return Some(Code::InvalidValue);
-        }
         if strict
             && !self.hidden[3]
             && changed.iter().any(|(var, v)| {
@@ -475,7 +473,13 @@ fn input_for(case: &Case) -> impl Strategy<Value = Vec<(&'static str, Value)>> +
         proptest::option::weighted(0.6, value_for(case, Var::List)),
         proptest::option::weighted(0.5, value_for(case, Var::Sw)),
         proptest::option::weighted(0.6, value_for(case, Var::Num)),
-        proptest::option::weighted(0.05, proptest::sample::select(&["$free", "$zz", "$ui"][..])),
+        proptest::option::weighted(
+            0.1,
+            (
+                proptest::sample::select(&["$free", "$zz", "$ui"][..]),
+                any::<proptest::sample::Index>(),
+            ),
+        ),
     )
         .prop_map(|(seg, list, sw, num, extra)| {
             let mut out = Vec::new();
@@ -484,8 +488,9 @@ fn input_for(case: &Case) -> impl Strategy<Value = Vec<(&'static str, Value)>> +
                     out.push((name, v));
                 }
             }
-            if let Some(extra) = extra {
-                out.push((extra, Value::from(0)));
+            // Anywhere among the others: which bad key comes first decides the code.
+            if let Some((extra, at)) = extra {
+                out.insert(at.index(out.len() + 1), (extra, Value::from(0)));
             }
             out
         })

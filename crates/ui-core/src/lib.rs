@@ -61,7 +61,7 @@ pub use view::{View, ViewAction, ViewBinding, ViewNode};
 #[doc(hidden)]
 pub use budget::check_key;
 #[doc(hidden)]
-pub use value::{RecordHasher, array_index, record_with_capacity};
+pub use value::{RecordHasher, array_index, for_each_in_js_order, record_with_capacity};
 
 /// The catalog version every compiled block carries (`UI_CATALOG_VERSION`).
 pub const CATALOG_VERSION: u32 = 1;

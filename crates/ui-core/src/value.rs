@@ -351,9 +351,9 @@ impl Value {
 /// Visits a record's entries in JavaScript property order: canonical array-index keys
 /// (`"0"`, `"10"`, … below 2³²−1) first in ascending numeric order, then the others in
 /// insertion order.
-pub(crate) fn for_each_in_js_order<E>(
-    record: &Record,
-    mut visit: impl FnMut(&str, &Value) -> Result<(), E>,
+pub fn for_each_in_js_order<'a, E>(
+    record: &'a Record,
+    mut visit: impl FnMut(&'a str, &'a Value) -> Result<(), E>,
 ) -> Result<(), E> {
     if !record.keys().any(|k| array_index(k).is_some()) {
         for (k, v) in record {

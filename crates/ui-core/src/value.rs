@@ -432,6 +432,57 @@ pub fn number_text(x: f64) -> String {
 }
 
 /// Writes [`number_text`] into `out`.
+/// The shortest digits `digits` of `x > 0` (the value `0.digits × 10^n`) replaced by their
+/// even neighbour when `x` lies exactly halfway between the two: ECMAScript's
+/// `Number::toString` takes the even one of two equally close shortest candidates, where
+/// Rust's shortest formatting may take the odd one (`1125899906842624.25` is
+/// `1125899906842624.2` in JavaScript, `…4.3` from `{:e}`). `None` when there is no tie.
+///
+/// A tie means `x` equals the midpoint `(10·lo + 5) × 10^g` exactly, with `lo` the lower
+/// candidate and `g = n − k − 1`. Written `x = m × 2^e` with `m` odd, and the midpoint being
+/// odd times `2^g`, that holds iff `e = g` and `m × 5^−g = 10·lo + 5` (for `g < 0`) or
+/// `m = (10·lo + 5) × 5^g` (for `g ≥ 0`): exact integer arithmetic, no rounding.
+fn even_of_a_tie(x: f64, digits: &str, n: i32) -> Option<String> {
+    let s: u64 = digits.parse().ok()?;
+    if s % 2 == 0 {
+        return None;
+    }
+    let k = digits.len() as u32;
+    let g = n - k as i32 - 1;
+    let bits = x.to_bits();
+    let (fraction, biased) = (bits & ((1 << 52) - 1), ((bits >> 52) & 0x7ff) as i32);
+    let (m, e) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | (1 << 52), biased - 1075)
+    };
+    // `x = m × 2^e`; with `m` made odd the exponent must be `g`.
+    if m == 0 || e + m.trailing_zeros() as i32 != g {
+        return None;
+    }
+    // Both sides as odd integers: `m × 5^−g = N` when `g < 0`, `m = N × 5^g` when `g ≥ 0`.
+    let pow5 = 5u128.checked_pow(g.unsigned_abs())?;
+    let m = u128::from(m >> m.trailing_zeros());
+    let is_midpoint = |lo: u64| {
+        let n = 10 * u128::from(lo) + 5;
+        if g < 0 {
+            m.checked_mul(pow5) == Some(n)
+        } else {
+            n.checked_mul(pow5) == Some(m)
+        }
+    };
+    let lower_bound = 10u64.pow(k - 1);
+    [s.checked_sub(1), s.checked_add(1)]
+        .into_iter()
+        .flatten()
+        .filter(|c| (lower_bound..lower_bound.saturating_mul(10)).contains(c))
+        .find(|&c| {
+            // The even neighbour must read back as `x` too (it does, being as close).
+            is_midpoint(s.min(c)) && format!("{c}e{}", g + 1).parse::<f64>() == Ok(x)
+        })
+        .map(|c| c.to_string())
+}
+
 pub(crate) fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
     if x == 0.0 {
         return out.write_char('0');
@@ -459,9 +510,12 @@ pub(crate) fn write_number<W: fmt::Write>(out: &mut W, x: f64) -> fmt::Result {
     let sci = format!("{:e}", x.abs());
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let k = digits.len() as i32;
+    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
     let n = exp + 1;
+    if let Some(even) = even_of_a_tie(x.abs(), &digits, n) {
+        digits = even;
+    }
+    let k = digits.len() as i32;
     if x < 0.0 {
         out.write_char('-')?;
     }

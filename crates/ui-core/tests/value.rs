@@ -41,6 +41,26 @@ fn number_text_matches_ecmascript() {
     }
 }
 
+/// Two shortest digit strings equally close to the number: ECMAScript takes the even one
+/// (Rust's own shortest formatting takes the odd one for these). Texts from Node.js.
+#[test]
+fn number_text_breaks_a_tie_to_the_even_digit() {
+    let cases: &[(f64, &str)] = &[
+        (1125899906842624.25, "1125899906842624.2"),
+        (1125899906842624.75, "1125899906842624.8"),
+        (1125899906842625.25, "1125899906842625.2"),
+        (-1462468587316101.25, "-1462468587316101.2"),
+        (768198919088249.25, "768198919088249.2"),
+        (768198919088249.75, "768198919088249.8"),
+        // No tie: one candidate is closer, or only one reads back.
+        (4503599627370495.5, "4503599627370495.5"),
+        (562949953421312.125, "562949953421312.1"),
+    ];
+    for &(x, text) in cases {
+        assert_eq!(number_text(x), text, "{x:e}");
+    }
+}
+
 #[test]
 fn json_round_trips_keep_order() {
     let text = r#"{"z":1,"a":[true,null,"x"],"m":{"k":-2.5}}"#;

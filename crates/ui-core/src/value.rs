@@ -444,7 +444,7 @@ pub fn number_text(x: f64) -> String {
 /// `m = (10·lo + 5) × 5^g` (for `g ≥ 0`): exact integer arithmetic, no rounding.
 fn even_of_a_tie(x: f64, digits: &str, n: i32) -> Option<String> {
     let s: u64 = digits.parse().ok()?;
-    if s % 2 == 0 {
+    if s.is_multiple_of(2) {
         return None;
     }
     let k = digits.len() as u32;

@@ -35,6 +35,7 @@ pub fn evaluate_block(
     let scope = state.scope()?;
     let mut e = Evaluator {
         block,
+        scope: &scope,
         budget: Budget::new(limits, clock),
         diagnostics: Vec::new(),
         cap: limits.diagnostics() as usize,
@@ -55,6 +56,9 @@ pub fn evaluate_block(
 
 struct Evaluator<'b, 'c> {
     block: &'b Block,
+    /// The state's values and readings, without any `Each` local: what a press evaluates
+    /// its action against.
+    scope: &'c Record,
     budget: Budget<'c>,
     diagnostics: Vec<Diagnostic>,
     cap: usize,
@@ -111,8 +115,10 @@ impl Evaluator<'_, '_> {
 
     /// What a press of `action` (which passed the target rule) does. The `@Set` value of a
     /// compiled Button is a constant; a tampered block's computed value is evaluated here,
-    /// outside the evaluation's budget, and an action whose value fails is inert.
-    fn resolve_action(&self, action: &Expr, vars: &Record) -> ViewAction {
+    /// outside the evaluation's budget, and an action whose value fails is inert. As the
+    /// reference runs a press (`UiState.run`), the value sees the state's scope alone: a
+    /// Button inside `Each` neither reads nor pays for the loop's local.
+    fn resolve_action(&self, action: &Expr) -> ViewAction {
         let Expr::Call { name, args } = action else {
             return ViewAction::Inert;
         };
@@ -122,7 +128,7 @@ impl Evaluator<'_, '_> {
             ("Set", Some(target), Some(value)) => {
                 let clock = FrozenClock(0.0);
                 let mut budget = Budget::new(*self.budget.limits(), &clock);
-                match evaluate(value, vars, &mut budget) {
+                match evaluate(value, self.scope, &mut budget) {
                     Ok(value) => ViewAction::Set { target, value },
                     Err(_) => ViewAction::Inert,
                 }
@@ -304,7 +310,7 @@ impl Evaluator<'_, '_> {
             && let Some(action) = node.expressions.get(action_prop)
         {
             check_action_target(action, &|n| self.is_local(n))?;
-            view.action = Some(self.resolve_action(action, vars));
+            view.action = Some(self.resolve_action(action));
         }
         for child in &node.children {
             if self.exhausted {

@@ -57,11 +57,18 @@ fn state_with_readings(
 /// send is refused with [`Code::RefusedBinding`] when it is reached, and each allowed one
 /// goes to `set` before the next is looked at. So which of a wrong-kind value
 /// ([`Code::InvalidValue`], from `set`) and an unknown name comes first decides the code.
+///
+/// First, as the reference lists the names from a copy of the state's scope
+/// (`uiInputValues`), the defaults and readings together are charged to a budget of the
+/// state's limits: [`Code::BudgetExceeded`] before any input is looked at when they do not
+/// fit, even where each reading fitted on its own.
 fn set_each_input<'a>(
     block: &Block,
+    state: &mut UiState,
     input: &'a Record,
-    mut set: impl FnMut(&'a str, &'a Value) -> Result<(), Failure>,
+    mut set: impl FnMut(&mut UiState, &'a str, &'a Value) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
+    state.scope()?;
     let allowed = input_names(block);
     for_each_in_js_order(input, |name, value| {
         if !allowed.contains(&name) {
@@ -70,7 +77,7 @@ fn set_each_input<'a>(
                 format!("`{name}` is not an input of this block."),
             ));
         }
-        set(name, value)
+        set(state, name, value)
     })
 }
 
@@ -129,7 +136,9 @@ pub fn validated_view(
     }
     let input = copy_record(input, limits, clock)?;
     let mut state = state_with_readings(block, queries, limits)?;
-    set_each_input(block, &input, |name, value| state.set(name, value))?;
+    set_each_input(block, &mut state, &input, |state, name, value| {
+        state.set(name, value)
+    })?;
     let view = evaluate_checked(block, &state, limits, clock)?;
     let changed = input
         .iter()
@@ -145,7 +154,8 @@ pub fn validated_view(
 ///
 /// # Errors
 /// [`Code::InvalidQuery`] when `name` is not a declared query or its arguments are not a
-/// record; [`validated_state`]'s failures; evaluation failures.
+/// record; [`validated_state`]'s failures; evaluation failures; [`Code::BudgetExceeded`]
+/// when the copy of literal arguments runs out.
 pub fn query_arguments(
     block: &Block,
     name: &str,
@@ -161,7 +171,8 @@ pub fn query_arguments(
     };
     let state = validated_state(block, input, &Record::default(), limits, clock)?;
     let Some(expression) = &query.expression else {
-        return Ok(query.args.clone());
+        // Literal arguments are copied under a budget of `limits`, as the reference does.
+        return copy_record(&query.args, limits, clock);
     };
     let mut budget = Budget::new(limits, clock);
     match evaluate(expression, state.values(), &mut budget)? {
@@ -199,7 +210,7 @@ pub fn resolve_choice(
     let input = copy_record(input, limits, clock)?;
     let mut state = state_with_readings(block, queries, limits)?;
     let mut changed: Vec<&str> = Vec::new();
-    set_each_input(block, &input, |name, value| {
+    set_each_input(block, &mut state, &input, |state, name, value| {
         if state.values().get(name) != Some(value) {
             state.set(name, value)?;
             changed.push(name);

@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 use ui_compiler::{
     Block, CompileOptions, QuerySchemas, Selection, UiState, compile_block, input_values,
-    resolve_choice, validated_state,
+    query_arguments, resolve_choice, validated_state,
 };
 use ui_core::{Code, Failure, FrozenClock, Record, UiLimits, Value};
 
@@ -184,6 +184,55 @@ fn a_block_of_another_catalog_version_is_refused() {
         code(choose(&block, &choice, "{}", "{}")),
         Some(Code::RefusedChoice)
     );
+}
+
+/// The reference lists a page's input names from a copy of the whole scope
+/// (`uiInputValues`), so defaults and readings together must fit the budget before any
+/// input is looked at, even where each reading fitted on its own.
+#[test]
+fn defaults_and_readings_together_must_fit_before_the_input_is_read() {
+    let source = r#"$x = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]
+$t = @Query("tickets", {open: true})
+<Checklist value={$x}><Item value={1}>One</Item></Checklist>
+<Choices><Choice>Go</Choice></Choices>"#;
+    let block = compile(source);
+    let choice = ids(&block, "Choice").remove(0);
+    let readings = record(&format!("{{\"$t\": [{}]}}", vec!["0"; 20].join(", ")));
+    let input = record(r#"{"$x": []}"#);
+    // The two lists and their records: about 44 iterations together, 22 each.
+    let tight = UiLimits::DEFAULT.with("iterations", 35).unwrap();
+    for limits in [tight, UiLimits::DEFAULT] {
+        let expected = (limits == tight).then_some(Code::BudgetExceeded);
+        assert_eq!(
+            code(validated_state(&block, &input, &readings, limits, &CLOCK)),
+            expected
+        );
+        assert_eq!(
+            code(resolve_choice(
+                &block, &choice, &input, &readings, limits, &CLOCK
+            )),
+            expected
+        );
+    }
+}
+
+/// A query whose arguments read no state answers a copy of its stored arguments, made
+/// under the budget as the reference's `copyUiValue(query.args, …)`.
+#[test]
+fn literal_query_arguments_are_copied_under_the_budget() {
+    let block = compile(
+        r#"$t = @Query("tickets", {branch: "abcd"})
+<Summary>Hi</Summary>"#,
+    );
+    // Only the argument's string is longer than 3: the page itself fits.
+    let empty = Record::default();
+    let short = UiLimits::DEFAULT.with("stringLength", 3).unwrap();
+    assert_eq!(
+        code(query_arguments(&block, "$t", &empty, short, &CLOCK)),
+        Some(Code::BudgetExceeded)
+    );
+    let args = query_arguments(&block, "$t", &empty, UiLimits::DEFAULT, &CLOCK).unwrap();
+    assert_eq!(args, record(r#"{"branch": "abcd"}"#));
 }
 
 // ---- model-based property ----

@@ -227,6 +227,25 @@ impl ServerConfig {
         }
     }
 
+    /// Sets the change feed's write timeout (`[connections] write_timeout`,
+    /// `--write-timeout`), which the feed reads from [`ServerConfig::sync_limits`], after
+    /// checking its range.
+    ///
+    /// # Errors
+    /// [`OutOfRange`] when `timeout` is outside 10 ms to 24 h.
+    pub fn set_write_timeout(&mut self, timeout: Duration) -> Result<(), OutOfRange> {
+        ConnSetting::WriteTimeout.check(timeout)?;
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.sync_limits = self
+            .sync_limits
+            .with("writeTimeout", ms)
+            .map_err(|_| OutOfRange {
+                setting: ConnSetting::WriteTimeout,
+                value: format!("{ms}ms"),
+            })?;
+        Ok(())
+    }
+
     /// Checks the bounds of connections and of shutdown against their allowed ranges
     /// ([`ConnSetting::range`]); [`crate::AppBuilder::open`] refuses a configuration that
     /// fails it.
@@ -318,12 +337,7 @@ impl ConnSetting {
     }
 
     /// Whether `value` is within the range of this (duration) setting.
-    /// Whether `value` is in this setting's range (a duration setting's; the connection
-    /// count is checked by [`ServerConfig::check_connections`]).
-    ///
-    /// # Errors
-    /// [`OutOfRange`] naming the setting and the value.
-    pub fn check(self, value: Duration) -> Result<(), OutOfRange> {
+    fn check(self, value: Duration) -> Result<(), OutOfRange> {
         let min = match self {
             ConnSetting::ShutdownSpread | ConnSetting::DrainTimeout => Duration::ZERO,
             _ => limits::MIN_CONN_TIMEOUT,

@@ -55,14 +55,9 @@ pub fn config(
     set(&mut config.shutdown_spread, args.shutdown_spread);
     set(&mut config.drain_timeout, args.drain_timeout);
     if let Some(timeout) = args.write_timeout {
-        ConnSetting::WriteTimeout
-            .check(timeout)
+        config
+            .set_write_timeout(timeout)
             .map_err(|e| anyhow::anyhow!("--write-timeout: {}", e.message()))?;
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        config.sync_limits = config
-            .sync_limits
-            .with("writeTimeout", ms)
-            .map_err(|e| anyhow::anyhow!("--write-timeout: {e}"))?;
     }
     if args.secure_cookies {
         config.secure_cookies = true;

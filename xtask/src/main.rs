@@ -138,15 +138,19 @@ fn ci(root: &Path) -> Result<(), String> {
     outcome
 }
 
+/// How long `df` may take before the free disk is reported unknown (a stuck mount).
+const DF_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Bytes free for this user on the file system that holds `path` (or its nearest existing
-/// ancestor), from `df -Pk`; `None` when `df` cannot tell.
+/// ancestor), from `df -Pk`; `None` when `df` cannot tell within [`DF_LIMIT`].
 fn free_disk(path: &Path) -> Option<u64> {
     let existing = path.ancestors().find(|p| p.exists())?;
-    let out = Command::new("df").arg("-Pk").arg(existing).output().ok()?;
-    if !out.status.success() {
-        return None;
+    let mut df = Command::new("df");
+    df.arg("-Pk").arg(existing);
+    match output_within(df, DF_LIMIT) {
+        Ok((true, out)) => available_bytes(&out),
+        _ => None,
     }
-    available_bytes(&String::from_utf8(out.stdout).ok()?)
 }
 
 /// The bytes available in `df -Pk` output: its second line holds the file system, its

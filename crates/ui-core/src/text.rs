@@ -120,6 +120,69 @@ pub fn truncate_utf16(s: &str, max_units: usize) -> &str {
     s
 }
 
+/// JSON text `json` with every lone surrogate escape written as `\ufffd`: a `\uD800`–`\uDBFF`
+/// escape not followed at once by a `\uDC00`–`\uDFFF` escape, or a low one not preceded by
+/// a high one. Anything else is returned as is (borrowed when nothing changed).
+///
+/// JavaScript strings may hold half a surrogate pair, for example a reply cut into deltas
+/// by UTF-16 units, and `JSON.stringify` writes that half as such an escape; a Rust string
+/// cannot hold it, so serde_json refuses the whole text. Read through this first, the half
+/// becomes U+REPLACEMENT CHARACTER, as the web's UTF-8 encoder makes it, and keeps its one
+/// UTF-16 unit: every offset, range and id counted in the text stays what a JavaScript
+/// implementation counts. The escape and its replacement have the same length, so a parse
+/// error still names the column of the original text. Escapes that are not four hex digits
+/// are left for the parser to refuse.
+///
+/// ```
+/// use ui_core::text::json_lone_surrogates_replaced;
+///
+/// let half = json_lone_surrogates_replaced(r#"{"text":"a\ud83d"}"#);
+/// assert_eq!(half, r#"{"text":"a\ufffd"}"#);
+/// let text: serde_json::Value = serde_json::from_str(&half).unwrap();
+/// assert_eq!(text["text"], "a\u{fffd}");
+/// // A whole pair is kept.
+/// let pair = r#"{"text":"\ud83d\ude00"}"#;
+/// assert!(matches!(json_lone_surrogates_replaced(pair), std::borrow::Cow::Borrowed(_)));
+/// ```
+pub fn json_lone_surrogates_replaced(json: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = json.as_bytes();
+    // `\u` escapes of the range D800–DFFF at `at`: the code unit, when it is one.
+    let surrogate = |at: usize| -> Option<u16> {
+        let escape = bytes.get(at..at + 6)?;
+        if escape[0] != b'\\' || escape[1] != b'u' {
+            return None;
+        }
+        let unit = escape[2..].iter().try_fold(0u16, |unit, &digit| {
+            let digit = char::from(digit).to_digit(16)?;
+            Some(unit << 4 | digit as u16)
+        })?;
+        (0xD800..=0xDFFF).contains(&unit).then_some(unit)
+    };
+    let mut out: Option<String> = None;
+    let mut at = 0;
+    // A backslash only ever starts an escape (elsewhere the JSON is invalid anyway), and
+    // each escape is stepped over whole, so `\\u` is never read as an escape of `u`.
+    while let Some(found) = bytes[at..].iter().position(|&b| b == b'\\') {
+        at += found;
+        match surrogate(at) {
+            Some(0xD800..=0xDBFF) if matches!(surrogate(at + 6), Some(0xDC00..=0xDFFF)) => {
+                at += 12;
+            }
+            Some(_) => {
+                // Six ASCII bytes for six ASCII bytes: every offset stays a char boundary.
+                out.get_or_insert_with(|| json.to_owned())
+                    .replace_range(at..at + 6, r"\ufffd");
+                at += 6;
+            }
+            None => at += 2,
+        }
+        if at >= bytes.len() {
+            break;
+        }
+    }
+    out.map_or(std::borrow::Cow::Borrowed(json), std::borrow::Cow::Owned)
+}
+
 /// Converts UTF-8 byte offsets of one string to UTF-16 offsets and back.
 ///
 /// ASCII text needs no table: both offsets are equal. Otherwise a sparse table of the
@@ -200,6 +263,78 @@ impl Utf16Map {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// `units` as a JSON string the way `JSON.stringify` writes one: a lone surrogate as a
+    /// `\u` escape (hex digits in either case), quotes and backslashes escaped, controls as
+    /// `\u` escapes, and any other character as is unless `escaped` asks for its escapes (a
+    /// pair then as two).
+    fn stringify(units: &[u16], escaped: &[bool], upper: bool) -> String {
+        let mut out = String::from("\"");
+        for (i, c) in char::decode_utf16(units.iter().copied()).enumerate() {
+            let escape = |out: &mut String, unit: u16| {
+                let hex = if upper { format!("{unit:04X}") } else { format!("{unit:04x}") };
+                out.push_str("\\u");
+                out.push_str(&hex);
+            };
+            match c {
+                Ok('"') => out.push_str("\\\""),
+                Ok('\\') => out.push_str("\\\\"),
+                Ok(c) if (c as u32) < 0x20 || escaped.get(i).copied().unwrap_or(false) => {
+                    let mut buf = [0u16; 2];
+                    for &unit in c.encode_utf16(&mut buf).iter() {
+                        escape(&mut out, unit);
+                    }
+                }
+                Ok(c) => out.push(c),
+                Err(lone) => escape(&mut out, lone.unpaired_surrogate()),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest! {
+        /// Read through the replacement, any JavaScript string parses to what the web's
+        /// UTF-8 encoder makes of it (`from_utf16_lossy`), with its UTF-16 length kept.
+        #[test]
+        fn lone_surrogates_read_as_replacement_characters(
+            units in prop::collection::vec(prop_oneof![
+                0x20u16..0x7f, Just(0x5cu16), Just(0x22), 0xd800u16..0xe000, 0xe9u16..0x100,
+                Just(0x75), Just(0x0a)], 0..24),
+            escaped in prop::collection::vec(any::<bool>(), 24),
+            upper in any::<bool>(),
+        ) {
+            let json = stringify(&units, &escaped, upper);
+            let replaced = json_lone_surrogates_replaced(&json);
+            prop_assert_eq!(replaced.len(), json.len());
+            let text: String = serde_json::from_str(&replaced).expect("valid JSON");
+            let lossy = String::from_utf16_lossy(&units);
+            prop_assert_eq!(utf16_len(&text), units.len());
+            prop_assert_eq!(text, lossy);
+        }
+    }
+
+    #[test]
+    fn json_without_lone_surrogates_is_borrowed() {
+        for json in [
+            r#"{"a":"\\ud83d"}"#,
+            r#"{"a":"\ud83d\ude00","b":"\u00e9\n"}"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"a":"\u+d83"}"#,
+            r#"{"a":"x\"}"#,
+            "",
+        ] {
+            assert!(
+                matches!(json_lone_surrogates_replaced(json), std::borrow::Cow::Borrowed(_)),
+                "{json}"
+            );
+        }
+        assert_eq!(
+            json_lone_surrogates_replaced(r#"["\ude00\ud83d","\ud83d\ud83d\ude00","\uDBFF"]"#),
+            r#"["\ufffd\ufffd","\ufffd\ud83d\ude00","\ufffd"]"#
+        );
+    }
 
     #[test]
     fn decimals_are_what_format_writes() {

@@ -1,6 +1,8 @@
 //! The JSON-lines driver (`driver.md`): one request per line in, one response per line out.
 //!
-//! The driver only maps requests to the libraries; every rule lives there. The `uiblocks
+//! The driver only maps requests to the libraries; every rule lives there. Half a
+//! surrogate pair, in a request or where a `stream` prefix cuts a pair, reads as U+FFFD
+//! (one UTF-16 unit like the half), so offsets and ids stay the host's. The `uiblocks
 //! driver` command reads its standard input through a [`WatchedInput`]: see [`input`] for
 //! why it polls before it sleeps.
 
@@ -96,7 +98,7 @@ pub fn run(mut input: impl BufRead, mut output: impl Write) -> std::io::Result<(
 /// compile request) then overlaps with the host reading the answer instead of delaying it.
 fn answer_line(line: &str, buffer: &mut Vec<u8>, output: &mut impl Write) -> std::io::Result<()> {
     buffer.clear();
-    match serde_json::from_str::<Json>(line) {
+    match parse_line(line) {
         Ok(request) => {
             let response = respond(&request);
             write_json(buffer, &response)?;
@@ -136,9 +138,17 @@ fn bad_json(e: &serde_json::Error) -> Json {
     })
 }
 
+/// One request line as JSON. Half a surrogate pair, which a JavaScript host's string may
+/// hold and `JSON.stringify` writes as a lone `\u` escape, reads as U+FFFD: one UTF-16
+/// unit, like the half, so every offset and id in the answer is the one the host counts
+/// ([`ui_core::text::json_lone_surrogates_replaced`]).
+fn parse_line(line: &str) -> serde_json::Result<Json> {
+    serde_json::from_str(&ui_core::text::json_lone_surrogates_replaced(line))
+}
+
 /// Answers one request line.
 pub fn handle_line(line: &str) -> Json {
-    match serde_json::from_str::<Json>(line) {
+    match parse_line(line) {
         Ok(request) => handle(&request),
         Err(e) => bad_json(&e),
     }
@@ -746,8 +756,15 @@ impl<'r> Request<'r> {
         let mut length = step;
         while length < total {
             let cut = map.byte(length);
-            let prefix = &self.text[..cut];
-            prefixes.push((length, compiler.compile(prefix, &options)));
+            let prefix = if map.utf16(cut) == length {
+                std::borrow::Cow::Borrowed(&self.text[..cut])
+            } else {
+                // The prefix ends inside a surrogate pair: its first half, which a Rust
+                // string cannot hold, is U+FFFD (one unit, as the half is), so the prefix
+                // is `length` units long, as a JavaScript host's would be.
+                std::borrow::Cow::Owned([&self.text[..cut], "\u{fffd}"].concat())
+            };
+            prefixes.push((length, compiler.compile(&prefix, &options)));
             length += step;
         }
         options.is_final = true;

@@ -1,6 +1,7 @@
 //! The driver's answers where `driver.md` is more precise than the corpus shows: stream
 //! summaries list top-level nodes only, `links` passes on only the readings of declared
-//! queries, and `args` answers an undeclared `name` with `invalid_query`.
+//! queries, `args` answers an undeclared `name` with `invalid_query`, and half a surrogate
+//! pair counts one UTF-16 unit, as in the host's own string.
 
 use serde_json::{Value as Json, json};
 use ui_cli::driver::handle;
@@ -264,4 +265,31 @@ fn each_answer_is_one_write_and_one_flush_and_equals_handle() {
     assert_eq!(lines[5]["error"]["code"], "driver:bad_json");
     assert_eq!(lines[3]["error"]["code"], "driver:unknown_op");
     assert_eq!(lines[0]["tag"], 1);
+}
+
+/// A JavaScript host's string may hold half a surrogate pair, which `JSON.stringify` writes
+/// as a lone `\u` escape, and a `stream` prefix counted in UTF-16 units may end inside a
+/// pair. Each half reads as U+FFFD, one unit like the half, so every offset and id is the one
+/// the reference gives for the same string (checked against it: block 5..39, node 0..23,
+/// and a 17-unit prefix whose block ends at 17); only the half itself is shown as U+FFFD.
+#[test]
+fn half_a_surrogate_pair_counts_one_unit() {
+    let line = r#"{"op":"compile","text":"Hi \ud83d\n```ui\n<Summary>a\udc00 b</Summary>\n```\n"}"#;
+    let response = ok(ui_cli::driver::handle_line(line));
+    assert_eq!(response["fallbackText"], "Hi \u{fffd}\na\u{fffd} b\n");
+    let block = &response["blocks"][0];
+    assert_eq!(
+        (&block["id"], &block["start"], &block["end"]),
+        (&json!("reply:ui:5"), &json!(5), &json!(39))
+    );
+    let node = &block["nodes"][0];
+    assert_eq!((&node["start"], &node["end"]), (&json!(0), &json!(23)));
+
+    let text = "```ui\n<Summary>x\u{1f600} y</Summary>\n```\n";
+    let response = ok(handle(&request("stream", text, json!({"step": 17}))));
+    let prefix = &response["prefixes"][0];
+    assert_eq!(prefix["length"], 17);
+    assert_eq!(prefix["blocks"][0]["end"], 17, "{prefix}");
+    assert_eq!(prefix["blocks"][0]["fallback"], "x\u{fffd}");
+    assert_eq!(response["prefixes"][1]["blocks"][0]["end"], 34);
 }

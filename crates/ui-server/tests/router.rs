@@ -219,6 +219,44 @@ async fn bad_json_unknown_fields_and_wrong_types_are_bad_requests() {
     assert_eq!(a.code(), "bad-request");
 }
 
+/// A JavaScript client that cuts a reply into deltas by UTF-16 units can split a surrogate
+/// pair, and its `JSON.stringify` then writes each half as a lone `\u` escape. Each half is
+/// kept as U+FFFD (one UTF-16 unit, like the half) instead of the delta being refused, so
+/// the reply keeps its length and every later block keeps its offsets.
+#[tokio::test]
+async fn a_delta_that_splits_a_surrogate_pair_is_kept_as_replacement_characters() {
+    let app = App::new().await;
+    let alice = app.login("alice").await;
+    let chat = app.post("/api/chats", &alice, json!({})).await;
+    let base = format!("/api/chats/{}/items", chat.body["id"].as_str().unwrap());
+    let item = app.post(&base, &alice, json!({})).await;
+    let item = format!("{base}/{}", item.body["id"].as_str().unwrap());
+    let delta = |body: &'static str| {
+        Request::post(format!("{item}/delta"))
+            .header("cookie", alice.clone())
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    // "Ship it 🚀" cut after the rocket's first half, then a block.
+    let first = app.send(delta(r#"{"text":"Ship it \ud83d"}"#)).await;
+    assert_eq!(first.status, StatusCode::OK, "{first:?}");
+    let second = app
+        .send(delta(r#"{"text":"\ude80\n```ui\n<Summary>ok</Summary>\n```\n"}"#))
+        .await;
+    assert_eq!(second.status, StatusCode::OK, "{second:?}");
+    let done = app.post(&format!("{item}/finish"), &alice, json!({})).await;
+    assert_eq!(done.status, StatusCode::OK, "{done:?}");
+    assert_eq!(
+        done.body["text"],
+        "Ship it \u{fffd}\u{fffd}\n```ui\n<Summary>ok</Summary>\n```\n"
+    );
+    // The fence starts at UTF-16 unit 11, as it does in the client's own string.
+    let block = &done.body["ui"][0];
+    assert_eq!((&block["start"], &block["complete"]), (&json!(11), &json!(true)), "{done:?}");
+    assert!(block["id"].as_str().unwrap().ends_with(":ui:11"), "{block}");
+}
+
 #[tokio::test]
 async fn json_needs_its_content_type() {
     let app = App::new().await;

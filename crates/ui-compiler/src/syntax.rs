@@ -90,6 +90,8 @@ struct Quoted {
     end: usize,
     /// When no backslash is inside: the UTF-16 length between the quotes.
     plain_units: Option<u64>,
+    /// The quote is still open at the end of a final block: the value runs to the end.
+    unclosed: bool,
 }
 
 /// The parse result: declarations, the node arena with its top-level list, diagnostics,
@@ -151,6 +153,8 @@ struct PropValue {
     range: (usize, usize),
     plain: Option<u64>,
     integer: bool,
+    /// A quoted value whose quote is still open at the end of a final block.
+    unclosed: bool,
 }
 
 /// A tag open at a [`Mark`], detached from its source so that a later parse can restore
@@ -1023,6 +1027,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             range: value,
             plain,
             integer,
+            unclosed,
         }) = self.prop_value(idx, prop)?
         else {
             return Ok(false);
@@ -1037,6 +1042,15 @@ impl<'s> Parser<'s, '_, '_, '_> {
             ));
         }
         let raw = &self.src[value.0..value.1];
+        if unclosed {
+            // The lexer reports the open quote (or an escape it meets first), after the
+            // duplicate check, as upstream does for a quoted value.
+            parse_expression(raw, self.budget)?;
+            return Err(fail(
+                Code::IncompleteExpression,
+                "The quoted value is not closed.",
+            ));
+        }
         let expr = match self.fast_prop_value(raw, plain, integer) {
             Some(parsed) => parsed?,
             None => parse_expression(raw, self.budget)?,
@@ -1056,12 +1070,14 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     range,
                     plain: None,
                     integer: true,
+                    unclosed: false,
                 },
                 None => match self.balanced()? {
                     Some(range) => PropValue {
                         range,
                         plain: None,
                         integer: false,
+                        unclosed: false,
                     },
                     // A braced value cut off while streaming: the prop is absent and
                     // the tag still ends after its name (§7.1 step 3).
@@ -1073,6 +1089,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     range: (quoted.start, quoted.end),
                     plain: quoted.plain_units,
                     integer: false,
+                    unclosed: quoted.unclosed,
                 },
                 None => {
                     self.partial_prop(idx, prop, value_start)?;
@@ -1114,8 +1131,9 @@ impl<'s> Parser<'s, '_, '_, '_> {
     }
 
     /// Scans a quoted value at `pos`. Returns the value, both quotes included, or `None`
-    /// (pos at the end) when the quote is still open while streaming. A final block
-    /// with an open quote fails `incomplete_expression` via the expression lexer.
+    /// (pos at the end) when the quote is still open while streaming. In a final block an
+    /// open quote runs to the end (`unclosed`): the prop fails `duplicate_prop` when its
+    /// name is taken, else `incomplete_expression` via the expression lexer.
     fn quoted(&mut self, q: u8) -> Result<Option<Quoted>, Failure> {
         let open = self.pos;
         let mut at = open + 1;
@@ -1129,6 +1147,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
                     start: open,
                     end: self.pos,
                     plain_units: (!escaped).then(|| units - 2),
+                    unclosed: false,
                 }));
             }
             // A backslash escapes the byte after it.
@@ -1138,12 +1157,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
         self.pos = self.len();
         self.charge(open, self.pos)?;
         if self.fin {
-            // Parse the unclosed text so the lexer reports it.
-            parse_expression(&self.src[open..], self.budget)?;
-            return Err(fail(
-                Code::IncompleteExpression,
-                "The quoted value is not closed.",
-            ));
+            // The caller checks the prop's name first, then lets the lexer report it.
+            return Ok(Some(Quoted {
+                start: open,
+                end: self.pos,
+                plain_units: None,
+                unclosed: true,
+            }));
         }
         Ok(None)
     }

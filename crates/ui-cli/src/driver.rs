@@ -345,9 +345,15 @@ struct Request<'r> {
     latest_attachment: Option<String>,
     limits: UiLimits,
     eval_limits: UiLimits,
+    /// The query fallback's limits: `evalLimits` is for evaluate, links, args and choice
+    /// only (`driver.md`), as upstream's `uiQueryFallback` takes none.
+    fallback_limits: UiLimits,
     schemas: Option<JsonSchemas>,
     frozen: bool,
 }
+
+/// Evaluation's time budget under the frozen clock (`driver.md`: `clock`), in ms.
+const FROZEN_MILLISECONDS: u64 = 1_000_000_000;
 
 fn str_field(raw: &Json, key: &str) -> Option<String> {
     raw.get(key).and_then(Json::as_str).map(str::to_owned)
@@ -362,8 +368,10 @@ impl<'r> Request<'r> {
         };
         let limits = overrides("limits")?;
         let mut eval_limits = overrides("evalLimits")?;
+        let mut fallback_limits = UiLimits::DEFAULT;
         if frozen {
-            eval_limits = eval_limits.with("milliseconds", 1_000_000_000)?;
+            eval_limits = eval_limits.with("milliseconds", FROZEN_MILLISECONDS)?;
+            fallback_limits = fallback_limits.with("milliseconds", FROZEN_MILLISECONDS)?;
         }
         Ok(Request {
             raw,
@@ -376,6 +384,7 @@ impl<'r> Request<'r> {
             latest_attachment: str_field(raw, "latestAttachment"),
             limits,
             eval_limits,
+            fallback_limits,
             schemas: raw.get("querySchemas").map(JsonSchemas::from_json),
             frozen,
         })
@@ -640,7 +649,7 @@ impl<'r> Request<'r> {
             let mut entry = json!({"index": index, "id": block.id, "fallback": block.fallback});
             if !block.queries.is_empty() {
                 let readings = self.readings(index, block);
-                match ui_fallback::query_fallback(block, &readings, self.eval_limits, &*clock) {
+                match ui_fallback::query_fallback(block, &readings, self.fallback_limits, &*clock) {
                     Ok(text) => entry["queryFallback"] = Json::String(text),
                     Err(f) => entry["queryFallbackError"] = failure_json(&f),
                 }

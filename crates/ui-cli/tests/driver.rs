@@ -1,7 +1,8 @@
 //! The driver's answers where `driver.md` is more precise than the corpus shows: stream
 //! summaries list top-level nodes only, `links` passes on only the readings of declared
-//! queries, `args` answers an undeclared `name` with `invalid_query`, and half a surrogate
-//! pair counts one UTF-16 unit, as in the host's own string.
+//! queries, `args` answers an undeclared `name` with `invalid_query`, the query fallback
+//! keeps the default limits, and half a surrogate pair counts one UTF-16 unit, as in the
+//! host's own string.
 
 use serde_json::{Value as Json, json};
 use ui_cli::driver::handle;
@@ -169,6 +170,21 @@ fn links_refuse_an_input_naming_a_query_as_args_does() {
             "refused_binding"
         );
     }
+}
+
+/// `evalLimits` bounds evaluate, links, args and choice (`driver.md`); the `fallback`
+/// operation's query fallback runs under the default limits, as upstream's
+/// `uiQueryFallback`, which takes none.
+#[test]
+fn the_query_fallback_keeps_the_default_limits() {
+    let tight = json!({"queries": {"$runs": [1, 2, 3]}, "evalLimits": {"iterations": 2}});
+    let evaluated = ok(handle(&request("evaluate", LINKED, tight.clone())));
+    let refused = &evaluated["blocks"][0]["applied"][0];
+    assert_eq!(refused["error"]["code"], "budget_exceeded", "{evaluated}");
+    let fallback = ok(handle(&request("fallback", LINKED, tight)));
+    let block = &fallback["blocks"][0];
+    assert_eq!(block.get("queryFallbackError"), None, "{block}");
+    assert!(block["queryFallback"].as_str().unwrap().contains('a'), "{block}");
 }
 
 #[test]

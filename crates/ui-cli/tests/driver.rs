@@ -184,7 +184,10 @@ fn the_query_fallback_keeps_the_default_limits() {
     let fallback = ok(handle(&request("fallback", LINKED, tight)));
     let block = &fallback["blocks"][0];
     assert_eq!(block.get("queryFallbackError"), None, "{block}");
-    assert!(block["queryFallback"].as_str().unwrap().contains('a'), "{block}");
+    assert!(
+        block["queryFallback"].as_str().unwrap().contains('a'),
+        "{block}"
+    );
 }
 
 #[test]

@@ -278,7 +278,11 @@ mod tests {
         let mut out = String::from("\"");
         for (i, c) in char::decode_utf16(units.iter().copied()).enumerate() {
             let escape = |out: &mut String, unit: u16| {
-                let hex = if upper { format!("{unit:04X}") } else { format!("{unit:04x}") };
+                let hex = if upper {
+                    format!("{unit:04X}")
+                } else {
+                    format!("{unit:04x}")
+                };
                 out.push_str("\\u");
                 out.push_str(&hex);
             };
@@ -331,7 +335,10 @@ mod tests {
             "",
         ] {
             assert!(
-                matches!(json_lone_surrogates_replaced(json), std::borrow::Cow::Borrowed(_)),
+                matches!(
+                    json_lone_surrogates_replaced(json),
+                    std::borrow::Cow::Borrowed(_)
+                ),
                 "{json}"
             );
         }

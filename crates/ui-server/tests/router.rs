@@ -242,7 +242,9 @@ async fn a_delta_that_splits_a_surrogate_pair_is_kept_as_replacement_characters(
     let first = app.send(delta(r#"{"text":"Ship it \ud83d"}"#)).await;
     assert_eq!(first.status, StatusCode::OK, "{first:?}");
     let second = app
-        .send(delta(r#"{"text":"\ude80\n```ui\n<Summary>ok</Summary>\n```\n"}"#))
+        .send(delta(
+            r#"{"text":"\ude80\n```ui\n<Summary>ok</Summary>\n```\n"}"#,
+        ))
         .await;
     assert_eq!(second.status, StatusCode::OK, "{second:?}");
     let done = app.post(&format!("{item}/finish"), &alice, json!({})).await;
@@ -253,7 +255,11 @@ async fn a_delta_that_splits_a_surrogate_pair_is_kept_as_replacement_characters(
     );
     // The fence starts at UTF-16 unit 11, as it does in the client's own string.
     let block = &done.body["ui"][0];
-    assert_eq!((&block["start"], &block["complete"]), (&json!(11), &json!(true)), "{done:?}");
+    assert_eq!(
+        (&block["start"], &block["complete"]),
+        (&json!(11), &json!(true)),
+        "{done:?}"
+    );
     assert!(block["id"].as_str().unwrap().ends_with(":ui:11"), "{block}");
 }
 

@@ -688,7 +688,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
         while !self.src.is_char_boundary(self.pos) {
             self.pos += 1;
         }
-        self.charge(from, self.pos)
+        self.charge(from, self.pos)?;
+        // Upstream's scan pays for the line feed that ends the value before it stops
+        // there (and the whitespace skip after it pays for it again).
+        if self.b.get(self.pos) == Some(&b'\n') {
+            self.budget.step(1)?;
+        }
+        Ok(())
     }
 
     /// From just inside a quote `q` (at `pos`, after the opening quote), the position
@@ -1142,7 +1148,8 @@ impl<'s> Parser<'s, '_, '_, '_> {
             if self.b[at + i] == q {
                 self.pos = at + i + 1;
                 let units = utf16_len_of_utf8(&self.b[open..self.pos]) as u64;
-                self.budget.step(units)?;
+                // Upstream's scan steps over the opening quote unpaid.
+                self.budget.step(units - 1)?;
                 return Ok(Some(Quoted {
                     start: open,
                     end: self.pos,
@@ -1155,7 +1162,7 @@ impl<'s> Parser<'s, '_, '_, '_> {
             at += i + 2;
         }
         self.pos = self.len();
-        self.charge(open, self.pos)?;
+        self.charge(open + 1, self.pos)?;
         if self.fin {
             // The caller checks the prop's name first, then lets the lexer report it.
             return Ok(Some(Quoted {

@@ -122,6 +122,41 @@ fn steps() {
     );
 }
 
+/// Where the default step budget runs out with declarations or quoted props before a long
+/// text: each pair (last text length that compiles, first that fails) was measured against
+/// the reference implementation. A declaration's scan also pays for the line feed that ends
+/// it (which the whitespace skip then pays for again), and a quoted value's scan steps over
+/// its opening quote unpaid; one step off either way moves the boundary by one per
+/// declaration or prop.
+#[test]
+fn steps_of_declarations_and_quoted_props() {
+    let summary = |n: usize| format!("<Summary>{}</Summary>", "p".repeat(n));
+    let declarations = |k: usize, n: usize| {
+        let lines: Vec<String> = (0..k).map(|i| format!("$a{i} = 1")).collect();
+        format!("{}\n{}", lines.join("\n"), summary(n))
+    };
+    let quoted = |k: usize, n: usize| {
+        format!(
+            "{}\n{}",
+            vec!["<Tag tone=\"info\">x</Tag>"; k].join("\n"),
+            summary(n)
+        )
+    };
+    let cases: [(&str, &dyn Fn(usize) -> String, usize); 5] = [
+        ("text alone", &summary, 19_991),
+        ("1 declaration", &|n| declarations(1, n), 19_979),
+        ("10 declarations", &|n| declarations(10, n), 19_871),
+        ("1 quoted prop", &|n| quoted(1, n), 19_950),
+        ("10 quoted props", &|n| quoted(10, n), 19_581),
+    ];
+    for (what, source, fails_at) in cases {
+        let last = compile(&source(fails_at - 1), UiLimits::DEFAULT);
+        assert!(last.diagnostics.is_empty(), "{what}: {:?}", codes(&last));
+        let first = compile(&source(fails_at), UiLimits::DEFAULT);
+        assert_eq!(codes(&first), [Code::BudgetExceeded], "{what}");
+    }
+}
+
 #[test]
 fn iterations() {
     // §19.2: a default of 120 one-key records read by 8 text expressions exceeds the

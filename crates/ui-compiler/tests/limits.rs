@@ -130,29 +130,29 @@ fn steps() {
 /// declaration or prop.
 #[test]
 fn steps_of_declarations_and_quoted_props() {
-    let summary = |n: usize| format!("<Summary>{}</Summary>", "p".repeat(n));
-    let declarations = |k: usize, n: usize| {
-        let lines: Vec<String> = (0..k).map(|i| format!("$a{i} = 1")).collect();
-        format!("{}\n{}", lines.join("\n"), summary(n))
+    // `declarations` declarations, then `props` tags with one quoted prop each, then a
+    // Summary of `n` units.
+    let source = |declarations: usize, props: usize, n: usize| {
+        let mut lines: Vec<String> = (0..declarations).map(|i| format!("$a{i} = 1")).collect();
+        lines.extend((0..props).map(|_| "<Tag tone=\"info\">x</Tag>".to_owned()));
+        lines.push(format!("<Summary>{}</Summary>", "p".repeat(n)));
+        lines.join("\n")
     };
-    let quoted = |k: usize, n: usize| {
-        format!(
-            "{}\n{}",
-            vec!["<Tag tone=\"info\">x</Tag>"; k].join("\n"),
-            summary(n)
-        )
-    };
-    let cases: [(&str, &dyn Fn(usize) -> String, usize); 5] = [
-        ("text alone", &summary, 19_991),
-        ("1 declaration", &|n| declarations(1, n), 19_979),
-        ("10 declarations", &|n| declarations(10, n), 19_871),
-        ("1 quoted prop", &|n| quoted(1, n), 19_950),
-        ("10 quoted props", &|n| quoted(10, n), 19_581),
+    // (what, declarations, quoted props, the first text length that fails)
+    let cases = [
+        ("text alone", 0, 0, 19_991),
+        ("1 declaration", 1, 0, 19_979),
+        ("10 declarations", 10, 0, 19_871),
+        ("1 quoted prop", 0, 1, 19_950),
+        ("10 quoted props", 0, 10, 19_581),
     ];
-    for (what, source, fails_at) in cases {
-        let last = compile(&source(fails_at - 1), UiLimits::DEFAULT);
+    for (what, declarations, props, fails_at) in cases {
+        let last = compile(
+            &source(declarations, props, fails_at - 1),
+            UiLimits::DEFAULT,
+        );
         assert!(last.diagnostics.is_empty(), "{what}: {:?}", codes(&last));
-        let first = compile(&source(fails_at), UiLimits::DEFAULT);
+        let first = compile(&source(declarations, props, fails_at), UiLimits::DEFAULT);
         assert_eq!(codes(&first), [Code::BudgetExceeded], "{what}");
     }
 }

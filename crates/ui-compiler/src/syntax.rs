@@ -1188,11 +1188,29 @@ impl<'s> Parser<'s, '_, '_, '_> {
         text.push_str(raw);
         text.push(q as char);
         match parse_expression(&text, self.budget) {
-            Ok(expr) => self.push_prop(idx, prop, expr),
+            Ok(expr) => self.set_partial_prop(idx, prop, expr),
             Err(f) if f.code == Code::BudgetExceeded => return Err(f),
             Err(_) => {}
         }
         Ok(())
+    }
+
+    /// Sets a partial prop without the duplicate check: a name the tag already has keeps
+    /// its one entry and its place and takes the new value, as upstream's props record
+    /// does, so a preview reports a refused name once.
+    fn set_partial_prop(&mut self, idx: usize, prop: &'s str, expr: Expr) {
+        let props = match &self.out.nodes[idx].kind {
+            SynKind::Tag { props, .. } => props.clone(),
+            _ => 0..0,
+        };
+        let src = self.src;
+        match self.out.props[props]
+            .iter_mut()
+            .find(|p| p.name(src) == prop)
+        {
+            Some(existing) => existing.value = Some(expr),
+            None => self.push_prop(idx, prop, expr),
+        }
     }
 
     fn code_block(&mut self, idx: usize) -> Result<(), Failure> {

@@ -1,13 +1,21 @@
 //! Schemas in the JSON Schema subset of `driver.md`: `type` (`object`, `string`, `integer`,
 //! `number`, `boolean`, `array`), `properties`, `required`, `additionalProperties: false`,
-//! `enum`, `minLength`, `maxLength` (UTF-16 units), `minimum`, `maximum`, `items`.
+//! `enum`, `minLength`, `maxLength`, `minimum`, `maximum`, `items`.
+//!
+//! They are read as the reference reads them (zod 4's `fromJSONSchema`): string lengths
+//! count characters (Unicode code points, so a character outside the BMP counts once), and
+//! a `required` name that `properties` does not list is not required.
+//!
+//! An `enum` is the whole schema where it appears, as in the reference's reading of these
+//! schemas (zod's `fromJSONSchema`): the value must equal one of its members, and `type` and
+//! its keywords beside it are not checked (`{"type": "string", "enum": [1]}` takes `1`).
+//! Members are compared as literals, so an array or object member never matches.
 
 use std::collections::HashMap;
 
 use serde_json::Value as Json;
 use ui_compiler::QuerySchemas;
 use ui_core::Value;
-use ui_core::text::utf16_len;
 
 use crate::source::ValueSchema;
 
@@ -119,7 +127,7 @@ impl std::fmt::Display for Path<'_> {
 /// the expected JSON type are ignored, as when they are absent.
 #[derive(Debug, Clone, PartialEq)]
 struct Compiled {
-    /// `enum`: the allowed values.
+    /// `enum`: the allowed values; when present, the only check.
     options: Option<Vec<Value>>,
     kind: Kind,
 }
@@ -132,7 +140,7 @@ enum Kind {
     Object {
         /// `properties`, in order (`None` when it is not an object).
         properties: Option<Vec<(String, Compiled)>>,
-        /// The string entries of `required`.
+        /// The string entries of `required` (only those `properties` lists count).
         required: Vec<String>,
         /// `additionalProperties: false`.
         closed: bool,
@@ -200,10 +208,13 @@ impl Compiled {
 
     fn check(&self, value: &Value, path: &Path<'_>) -> Result<(), String> {
         let fail = |what: &str| Err(format!("{path}: {what}"));
-        if let Some(options) = &self.options
-            && !options.iter().any(|o| o == value)
-        {
-            return fail("is not one of the allowed values");
+        if let Some(options) = &self.options {
+            let literal = |o: &Value| !matches!(o, Value::Array(_) | Value::Record(_));
+            return if options.iter().any(|o| literal(o) && o == value) {
+                Ok(())
+            } else {
+                fail("is not one of the allowed values")
+            };
         }
         match &self.kind {
             Kind::Object {
@@ -215,7 +226,10 @@ impl Compiled {
                     return fail("expected an object");
                 };
                 for name in required {
-                    if !record.contains_key(name) {
+                    let listed = properties
+                        .as_ref()
+                        .is_some_and(|p| p.iter().any(|(k, _)| k == name));
+                    if listed && !record.contains_key(name) {
                         return Err(format!("{path}.{name}: is required"));
                     }
                 }
@@ -246,7 +260,7 @@ impl Compiled {
                 let Some(s) = value.as_str() else {
                     return fail("expected a string");
                 };
-                let len = utf16_len(s) as f64;
+                let len = s.chars().count() as f64;
                 if min.is_some_and(|m| len < m) {
                     return fail("is too short");
                 }
@@ -272,6 +286,94 @@ impl Compiled {
             }
             Kind::Boolean if value.as_bool().is_none() => fail("expected a boolean"),
             Kind::Boolean | Kind::Any => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use ui_core::Value;
+
+    use super::check;
+
+    /// Each `(schema, value, accepted)` was answered by the reference (zod 4.6.5's
+    /// `fromJSONSchema`), through the driver's `querySchemas`.
+    #[test]
+    fn the_subset_reads_as_the_reference_reads_it() {
+        let cases = [
+            // An enum is the whole schema: type and its keywords beside it are not checked.
+            (
+                json!({"type": "string", "minLength": 2, "enum": ["a", "b"]}),
+                json!("a"),
+                true,
+            ),
+            (
+                json!({"type": "string", "minLength": 2, "enum": ["a", "b"]}),
+                json!("c"),
+                false,
+            ),
+            (
+                json!({"type": "integer", "minimum": 5, "enum": [1, 2]}),
+                json!(1),
+                true,
+            ),
+            (
+                json!({"type": "integer", "enum": [0.5, 1]}),
+                json!(0.5),
+                true,
+            ),
+            (json!({"type": "string", "enum": [1, 2]}), json!(1), true),
+            (json!({"type": "string", "enum": [1, 2]}), json!("1"), false),
+            (json!({"type": "string", "enum": []}), json!("a"), false),
+            // Its members are literals: an array or object member never matches.
+            (
+                json!({"type": "array", "enum": [["a"]]}),
+                json!(["a"]),
+                false,
+            ),
+            (
+                json!({"type": "object", "enum": [{"a": 1}]}),
+                json!({"a": 1}),
+                false,
+            ),
+            // String lengths count characters, not UTF-16 units.
+            (
+                json!({"type": "string", "maxLength": 2}),
+                json!("😀a"),
+                true,
+            ),
+            (
+                json!({"type": "string", "minLength": 2}),
+                json!("😀"),
+                false,
+            ),
+            (json!({"type": "string", "maxLength": 1}), json!("é"), true),
+            // A required name that `properties` does not list is not required.
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}),
+                json!({"a": "x"}),
+                true,
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+                json!({}),
+                false,
+            ),
+            (
+                json!({"type": "integer"}),
+                json!(9_007_199_254_740_991_i64),
+                true,
+            ),
+            (
+                json!({"type": "integer"}),
+                json!(9_007_199_254_740_992_i64),
+                false,
+            ),
+        ];
+        for (schema, value, accepted) in cases {
+            let got = check(&schema, &Value::from(&value), "value");
+            assert_eq!(got.is_ok(), accepted, "{schema} {value}: {got:?}");
         }
     }
 }

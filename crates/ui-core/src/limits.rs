@@ -400,10 +400,12 @@ limit_group! {
 /// Catalog version 1's cap on `Each.items`, `Checklist.value`, `Table.rows` and
 /// `Chart.data`, in items.
 pub const MAX_LIST_ITEMS: usize = 1_000;
-/// Catalog version 1's cap on `Text` props, in UTF-16 units.
-pub const MAX_TEXT_UNITS: usize = 16_384;
-/// Catalog version 1's cap on `Name` props, in UTF-16 units (the minimum is 1).
-pub const MAX_NAME_UNITS: usize = 256;
+/// Catalog version 1's cap on `Text` props, in characters (Unicode code points, as the
+/// reference's zod 4 counts a string for `max`; a character outside the BMP counts once).
+pub const MAX_TEXT_CHARS: usize = 16_384;
+/// Catalog version 1's cap on `Name` props, in characters (the minimum is 1), counted as
+/// [`MAX_TEXT_CHARS`] is.
+pub const MAX_NAME_CHARS: usize = 256;
 /// Largest `File.line`.
 pub const MAX_FILE_LINE: u64 = 10_000_000;
 /// Shortest `Commit.sha`, in hex digits.

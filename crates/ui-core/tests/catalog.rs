@@ -659,10 +659,10 @@ fn enums_are_exact() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lengths (UTF-16 units) and list sizes
+// Lengths (characters: Unicode code points, as zod 4 counts them) and list sizes
 
 #[test]
-fn text_is_at_most_16384_utf16_units() {
+fn text_is_at_most_16384_characters() {
     let text_props = [
         ("Summary", "badge"),
         ("Callout", "title"),
@@ -689,8 +689,9 @@ fn text_is_at_most_16384_utf16_units() {
         let error = refuse_record(name, &with(base, prop, text_of_units(16_385)));
         assert_eq!(error.prop(), Some(prop));
     }
-    // Lengths are UTF-16 units: 8,192 rabbits are 16,384 units (32,768 bytes).
-    let rabbits = "\u{1F407}".repeat(8_192);
+    // Lengths are characters (code points), as the reference's zod 4 counts them: 16,384
+    // rabbits (32,768 UTF-16 units, 65,536 bytes) pass, one more character does not.
+    let rabbits = "\u{1F407}".repeat(16_384);
     accept_record(
         "Summary",
         &with("{}", "badge", Value::string(rabbits.as_str())),
@@ -700,7 +701,7 @@ fn text_is_at_most_16384_utf16_units() {
         &with("{}", "badge", Value::string(format!("{rabbits}a"))),
     );
     assert_eq!(error.prop(), Some("badge"));
-    // 16,384 characters of two UTF-8 bytes are 16,384 units.
+    // 16,384 characters of two UTF-8 bytes pass too.
     accept_record(
         "Summary",
         &with("{}", "badge", Value::string("é".repeat(16_384))),
@@ -713,7 +714,7 @@ fn text_is_at_most_16384_utf16_units() {
     let long = Value::array(vec![text_of_units(16_385)]);
     assert_eq!(
         refuse_record("Checklist", &with("{}", "value", long)).message(),
-        "value[0]: must be at most 16384 UTF-16 units long (got 16385)"
+        "value[0]: must be at most 16384 characters long (got 16385)"
     );
     // The address of a Source is Text as well.
     let url = Value::string(format!("https://{}", "a".repeat(16_376)));
@@ -723,7 +724,7 @@ fn text_is_at_most_16384_utf16_units() {
 }
 
 #[test]
-fn names_are_1_to_256_utf16_units() {
+fn names_are_1_to_256_characters() {
     let name_props = [
         ("Column", "key"),
         ("CodeBlock", "language"),
@@ -741,13 +742,15 @@ fn names_are_1_to_256_utf16_units() {
         assert_eq!(error.prop(), Some(prop), "{name}.{prop}");
     }
     refuse_at("CodeBlock", r#"{"language": ""}"#, "language");
+    // Characters, not UTF-16 units: 256 rabbits (512 units) pass, 257 do not, as the
+    // reference's zod 4 counts them.
     accept_record(
         "Node",
-        &with("{}", "id", Value::string("\u{1F407}".repeat(128))),
+        &with("{}", "id", Value::string("\u{1F407}".repeat(256))),
     );
     refuse_record(
         "Node",
-        &with("{}", "id", Value::string("\u{1F407}".repeat(129))),
+        &with("{}", "id", Value::string("\u{1F407}".repeat(257))),
     );
 }
 
@@ -1091,11 +1094,11 @@ proptest! {
 
     #[test]
     fn text_props_accept_exactly_up_to_the_cap(extra in 0usize..3, wide in any::<bool>()) {
-        // `wide` uses a character of two UTF-16 units.
-        let (unit, width) = if wide { ("\u{1F407}", 2) } else { ("é", 1) };
-        let count = 16_384 / width - 1 + extra;
+        // `wide` uses a character of two UTF-16 units, which still counts once.
+        let unit = if wide { "\u{1F407}" } else { "é" };
+        let count = 16_384 - 1 + extra;
         let value = Value::string(unit.repeat(count));
         let ok = component("Tab").validate(&with("{}", "title", value)).is_ok();
-        prop_assert_eq!(ok, count * width <= 16_384);
+        prop_assert_eq!(ok, count <= 16_384);
     }
 }

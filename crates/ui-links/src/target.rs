@@ -4,7 +4,6 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use ui_compiler::{Block, validated_view};
 use ui_core::limits::{MAX_SHA_DIGITS, MIN_SHA_DIGITS};
-use ui_core::text::utf16_len;
 use ui_core::{Clock, Failure, HostLimits, Record, UiLimits, Value};
 
 /// What a link names: a tagged union on `type`, each variant closed.
@@ -15,7 +14,7 @@ use ui_core::{Clock, Failure, HostLimits, Record, UiLimits, Value};
 pub enum LinkTarget {
     /// A project or worktree file, optionally at a line.
     File {
-        /// The path as the agent knows it, 1..=4,096 UTF-16 units.
+        /// The path as the agent knows it, 1..=4,096 characters.
         path: String,
         /// A positive line number.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -23,7 +22,7 @@ pub enum LinkTarget {
     },
     /// The changes made to one file.
     Diff {
-        /// The path, 1..=4,096 UTF-16 units.
+        /// The path, 1..=4,096 characters.
         path: String,
     },
     /// A commit by its hash.
@@ -33,7 +32,7 @@ pub enum LinkTarget {
     },
     /// Something the host knows by an id.
     Node {
-        /// The id, 1..=256 UTF-16 units.
+        /// The id, 1..=256 characters.
         id: String,
     },
 }
@@ -72,7 +71,9 @@ impl LinkTarget {
     /// # Errors
     /// The first rule the target breaks.
     pub fn validate(&self, limits: &HostLimits) -> Result<(), LinkTargetError> {
-        let within = |s: &str, max: u64| (1..=max).contains(&(utf16_len(s) as u64));
+        // Lengths in characters (Unicode code points), as the reference's zod 4 counts
+        // a string's `min` and `max`: a character outside the BMP counts once.
+        let within = |s: &str, max: u64| (1..=max).contains(&(s.chars().count() as u64));
         match self {
             LinkTarget::File { path, line } => {
                 if !within(path, limits.link_path()) {

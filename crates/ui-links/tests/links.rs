@@ -347,10 +347,11 @@ fn only_target(source: &str) -> Option<LinkTarget> {
 }
 
 #[test]
-fn paths_hold_1_to_4096_utf16_units() {
+fn paths_hold_1_to_4096_characters() {
     let at = "a".repeat(4096);
     let past = "a".repeat(4097);
-    // 2,048 astral characters are 4,096 UTF-16 units (but 8,192 bytes).
+    // Lengths count characters (code points), as the reference's zod 4 does: 2,049 astral
+    // characters are 4,098 UTF-16 units but 2,049 characters, so they pass.
     let astral = "😀".repeat(2048);
     let astral_past = format!("{astral}a");
     assert_eq!(
@@ -366,9 +367,13 @@ fn paths_hold_1_to_4096_utf16_units() {
     );
     assert_eq!(
         only_target(&format!("<Diff path=\"{astral_past}\"/>")),
-        None
+        Some(LinkTarget::Diff { path: astral_past })
     );
     assert_eq!(only_target(&format!("<Diff path=\"{past}\"/>")), None);
+    let limits = HostLimits::DEFAULT;
+    let diff = |path: String| LinkTarget::Diff { path }.validate(&limits);
+    assert_eq!(diff("😀".repeat(4096)), Ok(()));
+    assert!(diff("😀".repeat(4097)).is_err());
     // The catalog accepts an empty path; the link layer does not.
     let empty = compile("<Diff path=\"\"/><File path=\"\"/>");
     assert!(empty.diagnostics.is_empty(), "{:?}", empty.diagnostics);
@@ -376,16 +381,21 @@ fn paths_hold_1_to_4096_utf16_units() {
 }
 
 #[test]
-fn node_ids_hold_1_to_256_utf16_units() {
+fn node_ids_hold_1_to_256_characters() {
     let at = "n".repeat(256);
     let past = "n".repeat(257);
+    // 256 astral characters are 512 UTF-16 units and still pass.
+    let astral = "😀".repeat(256);
     let block = compile(&format!(
-        "<Node id=\"{at}\">a</Node><Node id=\"{past}\">b</Node>"
+        "<Node id=\"{at}\">a</Node><Node id=\"{past}\">b</Node><Node id=\"{astral}\">c</Node>"
     ));
     let got = targets(&block);
     assert_eq!(
         got.values().collect::<Vec<_>>(),
-        [&LinkTarget::Node { id: at }]
+        [
+            &LinkTarget::Node { id: at },
+            &LinkTarget::Node { id: astral }
+        ]
     );
 }
 

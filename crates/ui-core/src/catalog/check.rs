@@ -5,10 +5,10 @@
 //! case folding touches ASCII letters only (`catalog.md` §1).
 
 use crate::limits::{
-    MAX_FILE_LINE, MAX_LIST_ITEMS, MAX_NAME_UNITS, MAX_SHA_DIGITS, MAX_TEXT_UNITS, MIN_SHA_DIGITS,
+    MAX_FILE_LINE, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_SHA_DIGITS, MAX_TEXT_CHARS, MIN_SHA_DIGITS,
 };
 use crate::props::ReadProps;
-use crate::text::{trim_js, utf16_len};
+use crate::text::trim_js;
 use crate::value::{Value, number_text};
 
 use super::table::TONES;
@@ -49,10 +49,10 @@ fn received(expected: &str, value: &Value) -> Issue {
 /// coercion); `Ok(None)` keeps it as it is.
 pub(super) fn check(kind: PropKind, value: &Value) -> Checked {
     match kind {
-        PropKind::Text => text(value, 0, MAX_TEXT_UNITS),
-        PropKind::Name => text(value, 1, MAX_NAME_UNITS),
+        PropKind::Text => text(value, 0, MAX_TEXT_CHARS),
+        PropKind::Name => text(value, 1, MAX_NAME_CHARS),
         PropKind::Identifier => {
-            text(value, 1, MAX_NAME_UNITS)?;
+            text(value, 1, MAX_NAME_CHARS)?;
             let s = value.as_str().unwrap_or_default();
             if !is_identifier(s) {
                 return Err(Issue::new(
@@ -107,7 +107,7 @@ pub(super) fn check(kind: PropKind, value: &Value) -> Checked {
             }
         }
         PropKind::HttpUrl => {
-            text(value, 0, MAX_TEXT_UNITS)?;
+            text(value, 0, MAX_TEXT_CHARS)?;
             let s = value.as_str().unwrap_or_default();
             if starts_with_http(s) {
                 Ok(None)
@@ -122,25 +122,26 @@ pub(super) fn check(kind: PropKind, value: &Value) -> Checked {
     }
 }
 
-/// A string of `min ..= max` UTF-16 units.
+/// A string of `min ..= max` characters (Unicode code points, so a character outside the
+/// BMP counts once), as the reference's zod 4 counts a string's length for `min` and `max`.
 fn text(value: &Value, min: usize, max: usize) -> Checked {
     let s = value.as_str().ok_or_else(|| received("string", value))?;
-    // A UTF-8 string has at most as many UTF-16 units as bytes, and none when it is empty:
+    // A UTF-8 string has at most as many characters as bytes, and none when it is empty:
     // most texts pass without being counted.
     if s.len() <= max && (min == 0 || (min == 1 && !s.is_empty())) {
         return Ok(None);
     }
-    let units = utf16_len(s);
-    if units < min {
+    let chars = s.chars().count();
+    if chars < min {
         return Err(Issue::new(if min == 1 {
             "must not be empty".to_owned()
         } else {
-            format!("must be at least {min} UTF-16 units long")
+            format!("must be at least {min} characters long")
         }));
     }
-    if units > max {
+    if chars > max {
         return Err(Issue::new(format!(
-            "must be at most {max} UTF-16 units long (got {units})"
+            "must be at most {max} characters long (got {chars})"
         )));
     }
     Ok(None)
@@ -151,13 +152,13 @@ fn text(value: &Value, min: usize, max: usize) -> Checked {
 #[inline]
 pub(super) fn passes(kind: PropKind, value: &Value) -> bool {
     match (kind, value) {
-        // (Within `max` bytes means within `max` UTF-16 units.)
+        // (Within `max` bytes means within `max` characters.)
         (PropKind::Text, Value::String(s)) | (PropKind::Scalar, Value::String(s))
-            if s.len() <= MAX_TEXT_UNITS =>
+            if s.len() <= MAX_TEXT_CHARS =>
         {
             true
         }
-        (PropKind::Name, Value::String(s)) if !s.is_empty() && s.len() <= MAX_NAME_UNITS => true,
+        (PropKind::Name, Value::String(s)) if !s.is_empty() && s.len() <= MAX_NAME_CHARS => true,
         (PropKind::Number { min: None, .. }, Value::Number(_))
         | (PropKind::Scalar, Value::Null | Value::Bool(_) | Value::Number(_))
         | (PropKind::Bool, Value::Bool(_)) => true,
@@ -169,7 +170,7 @@ pub(super) fn passes(kind: PropKind, value: &Value) -> bool {
 fn scalar(value: &Value) -> Checked {
     match value {
         Value::Null | Value::Bool(_) | Value::Number(_) => Ok(None),
-        Value::String(_) => text(value, 0, MAX_TEXT_UNITS),
+        Value::String(_) => text(value, 0, MAX_TEXT_CHARS),
         Value::Array(_) | Value::Record(_) => Err(received(
             "a scalar (string, number, boolean or null)",
             value,
@@ -410,7 +411,7 @@ mod tests {
             Value::from_json_str(r#"[{"a": 1}]"#).unwrap(),
             Value::from_json_str(r#"{"a": 1}"#).unwrap(),
         ];
-        for max in [MAX_TEXT_UNITS, MAX_NAME_UNITS] {
+        for max in [MAX_TEXT_CHARS, MAX_NAME_CHARS] {
             for bytes in [max - 2, max, max + 2, 2 * max] {
                 values.push(text(bytes, "a"));
                 values.push(text(bytes, "é"));

@@ -159,9 +159,9 @@ impl fmt::Display for Group {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum PropKind {
-    /// `Text`: a string of 0 ..= 16,384 UTF-16 units.
+    /// `Text`: a string of 0 ..= 16,384 characters (code points).
     Text,
-    /// `Name`: a string of 1 ..= 256 UTF-16 units.
+    /// `Name`: a string of 1 ..= 256 characters (code points).
     Name,
     /// A `Name` that also matches `^[A-Za-z_][A-Za-z0-9_]*$` (`Each.as`).
     Identifier,

@@ -2,14 +2,12 @@
 //! `number`, `boolean`, `array`), `properties`, `required`, `additionalProperties: false`,
 //! `enum`, `minLength`, `maxLength`, `minimum`, `maximum`, `items`.
 //!
-//! They are read as the reference reads them (zod 4's `fromJSONSchema`): string lengths
-//! count characters (Unicode code points, so a character outside the BMP counts once), and
-//! a `required` name that `properties` does not list is not required.
-//!
-//! An `enum` is the whole schema where it appears, as in the reference's reading of these
-//! schemas (zod's `fromJSONSchema`): the value must equal one of its members, and `type` and
-//! its keywords beside it are not checked (`{"type": "string", "enum": [1]}` takes `1`).
-//! Members are compared as literals, so an array or object member never matches.
+//! They are read as the reference reads them (zod 4's `fromJSONSchema`). String lengths
+//! count characters (Unicode code points, so a character outside the BMP counts once). A
+//! `required` name that `properties` does not list is not required. An `enum` is the whole
+//! schema where it appears: the value must equal one of its members, and `type` and its
+//! keywords beside it are not checked (`{"type": "string", "enum": [1]}` takes `1`); members
+//! are compared as literals, so an array or object member never matches.
 
 use std::collections::HashMap;
 
@@ -170,12 +168,15 @@ impl Compiled {
                         .map(|(k, sub)| (k.clone(), Compiled::new(sub)))
                         .collect()
                 }),
+                // Only the names `properties` lists are required.
                 required: schema
                     .get("required")
                     .and_then(Json::as_array)
                     .map(|r| {
+                        let listed = schema.get("properties").and_then(Json::as_object);
                         r.iter()
                             .filter_map(Json::as_str)
+                            .filter(|name| listed.is_some_and(|p| p.contains_key(*name)))
                             .map(str::to_owned)
                             .collect()
                     })
@@ -226,10 +227,7 @@ impl Compiled {
                     return fail("expected an object");
                 };
                 for name in required {
-                    let listed = properties
-                        .as_ref()
-                        .is_some_and(|p| p.iter().any(|(k, _)| k == name));
-                    if listed && !record.contains_key(name) {
+                    if !record.contains_key(name) {
                         return Err(format!("{path}.{name}: is required"));
                     }
                 }

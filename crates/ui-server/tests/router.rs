@@ -184,22 +184,15 @@ async fn the_authenticator_is_pluggable() {
 async fn bad_json_unknown_fields_and_wrong_types_are_bad_requests() {
     let app = App::new().await;
     let alice = app.login("alice").await;
-    let raw = |body: &'static str| {
-        Request::post("/api/chats")
-            .header("cookie", alice.clone())
-            .header("content-type", "application/json")
-            .body(Body::from(body))
-            .unwrap()
-    };
     for body in ["{", "[]", r#"{"title": 1}"#, r#"{"nope": 1}"#, ""] {
-        let a = app.send(raw(body)).await;
+        let a = app.post_text("/api/chats", &alice, body).await;
         assert_eq!(
             (a.status, a.code()),
             (StatusCode::BAD_REQUEST, "bad-request"),
             "{body}"
         );
     }
-    let a = app.send(raw(r#"{"nope": 1}"#)).await;
+    let a = app.post_text("/api/chats", &alice, r#"{"nope": 1}"#).await;
     assert!(
         a.body["error"]["message"]
             .as_str()
@@ -231,20 +224,18 @@ async fn a_delta_that_splits_a_surrogate_pair_is_kept_as_replacement_characters(
     let base = format!("/api/chats/{}/items", chat.body["id"].as_str().unwrap());
     let item = app.post(&base, &alice, json!({})).await;
     let item = format!("{base}/{}", item.body["id"].as_str().unwrap());
-    let delta = |body: &'static str| {
-        Request::post(format!("{item}/delta"))
-            .header("cookie", alice.clone())
-            .header("content-type", "application/json")
-            .body(Body::from(body))
-            .unwrap()
-    };
+    let delta = format!("{item}/delta");
     // "Ship it 🚀" cut after the rocket's first half, then a block.
-    let first = app.send(delta(r#"{"text":"Ship it \ud83d"}"#)).await;
+    let first = app
+        .post_text(&delta, &alice, r#"{"text":"Ship it \ud83d"}"#)
+        .await;
     assert_eq!(first.status, StatusCode::OK, "{first:?}");
     let second = app
-        .send(delta(
+        .post_text(
+            &delta,
+            &alice,
             r#"{"text":"\ude80\n```ui\n<Summary>ok</Summary>\n```\n"}"#,
-        ))
+        )
         .await;
     assert_eq!(second.status, StatusCode::OK, "{second:?}");
     let done = app.post(&format!("{item}/finish"), &alice, json!({})).await;
@@ -289,16 +280,9 @@ async fn bodies_up_to_the_limit_pass_and_one_byte_more_is_too_large() {
         let overhead = r#"{"text":""}"#.len();
         format!(r#"{{"text":"{}"}}"#, "a".repeat(len - overhead))
     };
-    let req = |text: String| {
-        Request::post(path.as_str())
-            .header("cookie", alice.clone())
-            .header("content-type", "application/json")
-            .body(Body::from(text))
-            .unwrap()
-    };
-    let at = app.send(req(body(MAX_BODY_BYTES))).await;
+    let at = app.post_text(&path, &alice, body(MAX_BODY_BYTES)).await;
     assert_eq!(at.status, StatusCode::CREATED);
-    let over = app.send(req(body(MAX_BODY_BYTES + 1))).await;
+    let over = app.post_text(&path, &alice, body(MAX_BODY_BYTES + 1)).await;
     assert_eq!(
         (over.status, over.code()),
         (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large")

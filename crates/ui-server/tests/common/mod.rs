@@ -166,6 +166,17 @@ impl App {
             .await
     }
 
+    /// A `POST` whose JSON body is sent as written (malformed, oversized, or holding what a
+    /// `serde_json::Value` cannot, such as a lone surrogate escape).
+    pub async fn post_text(&self, path: &str, cookie: &str, body: impl Into<String>) -> Answer {
+        let req = Request::post(path)
+            .header("cookie", cookie)
+            .header("content-type", "application/json")
+            .body(Body::from(body.into()))
+            .unwrap();
+        self.send(req).await
+    }
+
     /// Signs in a demo user; the cookie to send.
     pub async fn login(&self, user: &str) -> String {
         let a = self

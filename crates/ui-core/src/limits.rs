@@ -402,6 +402,8 @@ limit_group! {
 pub const MAX_LIST_ITEMS: usize = 1_000;
 /// Catalog version 1's cap on `Text` props, in characters (Unicode code points, as the
 /// reference's zod 4 counts a string for `max`; a character outside the BMP counts once).
+/// `catalog.md` §1 says UTF-16 units, but the corpus was produced with zod 4.6.5, whose
+/// length checks count code points, and where the two disagree the corpus decides.
 pub const MAX_TEXT_CHARS: usize = 16_384;
 /// Catalog version 1's cap on `Name` props, in characters (the minimum is 1), counted as
 /// [`MAX_TEXT_CHARS`] is.

@@ -1618,8 +1618,9 @@ fn fanout_reads_table(criterion: &Path, started: std::time::SystemTime) -> Strin
     out.push_str(
         "\nFan-out: the server in its own process (its RSS only), 10,000 streams read by the \
          bench over raw sockets, arrival times from the kernel (SO_TIMESTAMPNS). Reads: the \
-         host service in process, 20 ms per source read, medians over alternating rounds with \
-         and without the bad readers (in-run comparison, robust to the machine's load).\n",
+         host service in process, 20 ms per source read; the bad readers' ratio is the median \
+         over back-to-back pairs of rounds with and without them (in-run comparison, robust to \
+         the machine's load).\n",
     );
     out
 }

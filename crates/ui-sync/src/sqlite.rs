@@ -269,7 +269,9 @@ fn head_of(conn: &Connection) -> rusqlite::Result<(Seq, Seq)> {
     ))
 }
 
-/// Removes a temporary log's files when the last handle goes.
+/// Removes a temporary log's files when the last handle goes; a file that is not there
+/// (SQLite makes `-wal`, `-shm` and `-journal` only as it needs them) is fine, any other
+/// failure is logged.
 struct TempFiles(PathBuf);
 
 impl Drop for TempFiles {
@@ -277,7 +279,15 @@ impl Drop for TempFiles {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let mut name = self.0.clone().into_os_string();
             name.push(suffix);
-            let _ = std::fs::remove_file(name);
+            match std::fs::remove_file(&name) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => tracing::warn!(
+                    target: "ui_sync",
+                    file = %PathBuf::from(name).display(),
+                    error = %e,
+                    "a temporary change log's file could not be removed"
+                ),
+                _ => {}
+            }
         }
     }
 }
@@ -612,6 +622,19 @@ impl SyncStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_temporary_log_leaves_no_file_behind() {
+        let store = SqliteStore::open_temp().await.unwrap();
+        let path = store.path().to_owned();
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        assert!(path.exists() && wal.exists(), "a WAL log of two files");
+        drop(store);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            assert!(!file.exists(), "{} is left", file.display());
+        }
+    }
 
     #[test]
     fn catch_up_reads_walk_the_audience_index() {

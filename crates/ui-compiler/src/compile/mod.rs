@@ -649,12 +649,16 @@ impl<'a> Compiler<'a, '_, '_, '_> {
     }
 
     /// The fallback of the tag `name` (§7.2) from its props, the values of its expressions
-    /// in the defaults and its children's fallbacks; when blank, its source text, cut.
+    /// in the defaults and its children's fallbacks; when blank, its source text, cut. A
+    /// value evaluated wins over a constant of the same name: the two meet only in an
+    /// `Image generated="latest"` whose `attachment` is an expression, where the constant is
+    /// the latest attachment put in by the compiler, and the expression is what evaluation
+    /// will show (as the schema check of [`Compiler::check_props`] reads them too).
     fn fallback(&self, node: &Node, name: &str, evaluated: &Props, syn: &SynNode<'_>) -> String {
         let props = &node.props;
         let fallback = node_fallback_with(
             name,
-            |key| props.get(key).or_else(|| evaluated.get(key)),
+            |key| evaluated.get(key).or_else(|| props.get(key)),
             fallbacks(&node.children),
         );
         if !is_blank(&fallback) {

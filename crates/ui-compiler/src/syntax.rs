@@ -826,10 +826,13 @@ impl<'s> Parser<'s, '_, '_, '_> {
 
     // ---- text expressions (§7.3) ----
 
+    /// The node is charged once the braces are scanned: a final block's expression that
+    /// never closes fails `incomplete_expression` without counting as a node.
     fn text_expression(&mut self) -> Result<(), Failure> {
         let start = self.pos;
+        let body = self.balanced()?;
         self.budget.node()?;
-        match self.balanced()? {
+        match body {
             Some((from, to)) => {
                 let expr = parse_expression(&self.src[from..to], self.budget)?;
                 self.add_node(SynKind::TextExpr(Some(expr)), start, self.pos, true);

@@ -124,25 +124,56 @@ pub fn scan_fences_with(text: &str, language: &str, mut visit: impl FnMut(Fence)
 
 /// Whether `text` has a line that opens a fence with `language` (`uiHasFence`, §3.7): a
 /// cheap test that ignores nesting; only spaces and tabs may surround the language.
+///
+/// It answers as the reference's regular expression
+/// `` ^ {0,3}(`{3,}|~{3,})[ \t]*LANG[ \t]*\r?$ `` (multiline, `LANG` literal) does, for every
+/// `language`: the marker run may give characters back to a language that begins with the
+/// marker (a line of four backticks opens a fence of the language `` ` ``), a language may
+/// begin or end with spaces or tabs, and a language that holds a line terminator reads on
+/// across it.
 pub fn has_fence(text: &str, language: &str) -> bool {
-    // JS multiline `^`/`$` split lines at LF, CR, U+2028 and U+2029.
-    text.split(['\n', '\r', '\u{2028}', '\u{2029}'])
-        .any(|line| {
-            let b = line.as_bytes();
-            let indent = b.iter().take(4).take_while(|&&c| c == b' ').count();
-            if indent > 3 {
-                return false;
-            }
-            let rest = &line[indent..];
-            let Some(marker) = rest.bytes().next().filter(|&c| c == b'`' || c == b'~') else {
-                return false;
+    // JS multiline `^` matches at the start and after LF, CR, U+2028 and U+2029; `$` before them
+    // and at the end.
+    let is_break = |c: char| matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}');
+    let ends_line = |rest: &str| rest.chars().next().is_none_or(is_break);
+    let line_starts = std::iter::once(0).chain(
+        text.char_indices()
+            .filter(|&(_, c)| is_break(c))
+            .map(|(i, c)| i + c.len_utf8()),
+    );
+    line_starts.into_iter().any(|start| {
+        let line = &text[start..];
+        let indent = line.bytes().take(4).take_while(|&c| c == b' ').count();
+        if indent > 3 {
+            return false;
+        }
+        let rest = &line[indent..];
+        let Some(marker) = rest.bytes().next().filter(|&c| c == b'`' || c == b'~') else {
+            return false;
+        };
+        let run = rest.bytes().take_while(|&c| c == marker).count();
+        // Every run length from 3 up: `[ \t]*LANG[ \t]*` then the end of a line. A shorter
+        // run leaves marker characters, which only the language itself can take.
+        (3..=run).any(|taken| {
+            let after = &rest[taken..];
+            let blank = |from: usize| {
+                from + after.as_bytes()[from..]
+                    .iter()
+                    .take_while(|&&c| c == b' ' || c == b'\t')
+                    .count()
             };
-            let run = rest.bytes().take_while(|&c| c == marker).count();
-            if run < 3 {
-                return false;
-            }
-            rest[run..].trim_matches([' ', '\t']) == language
+            let lead = if taken < run { 0 } else { blank(0) };
+            (0..=lead).any(|skip| {
+                if !after[skip..].starts_with(language) {
+                    return false;
+                }
+                // The blanks after the language: the leading run's end when the language ends
+                // inside it (so a long run is read once), else counted from there.
+                let end = skip + language.len();
+                ends_line(&after[if end <= lead { lead } else { blank(end) }..])
+            })
         })
+    })
 }
 
 /// Whether `text` may name something the host owns (`uiMayReferenceHost`, §3.7): it holds
@@ -210,6 +241,18 @@ mod tests {
         assert!(has_fence("foo\r```ui\n", "ui"));
         assert!(has_fence("  ~~~ \tui\t", "ui"));
         assert!(!has_fence("```ui extra", "ui"));
+        // The reference's regular expression, for languages that begin or end with what
+        // surrounds them (found by comparing the `text` operation with the reference).
+        assert!(has_fence("````", "`"));
+        assert!(has_fence("~~~~   ", "~"));
+        assert!(has_fence("x\r``````", "```"));
+        assert!(has_fence("~~~ui ", "ui "));
+        assert!(has_fence("```  ui", " ui"));
+        assert!(!has_fence("```ui", " ui"));
+        assert!(has_fence("```a\nb", "a\nb"));
+        assert!(!has_fence("```", "`"));
+        assert!(!has_fence("```ui", "~ui"));
+        assert!(!has_fence("    ```ui", "ui"));
         assert!(may_reference_host("<File path=\"a\"/>"));
         assert!(may_reference_host("$q = @Query(\"a\", {})"));
         assert!(!may_reference_host("<Nodes/>"));

@@ -95,8 +95,9 @@ pub fn lint_table() -> String {
     for code in LintCode::ALL {
         let (finds, fix) = match code {
             LintCode::UndeclaredReference => (
-                "an expression reads a `$name` (or a bare name) that is not declared, not a \
-                 query and not an `Each`/`@Filter` local in scope; it reads nothing",
+                "an expression (in text, a prop or a query's arguments) reads a `$name` (or a \
+                 bare name) that is not declared, not a query and not an `Each`/`@Filter` \
+                 local in scope; it reads nothing",
                 "the closest declared name within edit distance 2",
             ),
             LintCode::UnusedDeclaration => (
@@ -115,8 +116,9 @@ pub fn lint_table() -> String {
                 "—",
             ),
             LintCode::UnknownColumn => (
-                "a `Column` whose `key` is in none of the rows, when the rows are literal \
-                 records (in the prop, in a declared default, through `@Filter`) or come from a \
+                "a `Column` whose `key` is in none of the rows, when the rows are record \
+                 literals (in the prop, where values may be computed; in a declared default, \
+                 with the records a Button's `@Set` puts in; through `@Filter`) or come from a \
                  source whose fields the host knows",
                 "the closest field within edit distance 2",
             ),

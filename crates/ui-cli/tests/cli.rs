@@ -134,7 +134,9 @@ fn check_shows_follow_on_errors_as_notes_and_points_at_the_stop_token() {
     assert!(text.contains("note: [invalid_parent]"), "{text}");
     // The expression error points at `*` (line 4, column 12), not at the braces.
     assert!(text.contains("notes.md:4:12"), "{text}");
-    assert!(stderr(&out).starts_with("failed: 1 file, 1 block, 4 errors, 0 warnings"));
+    // `$a` is read by the broken expression and declared nowhere: a warning of its own.
+    assert!(text.contains("warning[undeclared_reference]"), "{text}");
+    assert!(stderr(&out).starts_with("failed: 1 file, 1 block, 4 errors, 1 warning"));
 }
 
 #[test]

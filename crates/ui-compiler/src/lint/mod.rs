@@ -28,7 +28,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use serde::Serialize;
-use ui_core::text::{Utf16Map, is_blank};
+use ui_core::text::{Utf16Map, is_blank, utf16_len};
 use ui_core::{TextRange, Value};
 
 use crate::block::{Block, Node};
@@ -148,9 +148,10 @@ const LABELLED_CONTROLS: [&str; 5] = ["Switch", "Slider", "Checklist", "Segmente
 const SUGGEST_DISTANCE: usize = 2;
 
 /// Lints `block`, compiled from `source` (the block source its byte ranges refer to), and
-/// returns the findings in source order. A block that failed as a whole has none.
+/// returns the findings in source order. A block that failed as a whole (one diagnostic over
+/// the whole source, nothing else left of it) has none.
 pub fn lint_block(block: &Block, source: &str, options: &LintOptions<'_>) -> Vec<Lint> {
-    if block.nodes.is_empty() && !block.diagnostics.is_empty() {
+    if failed_whole(block, source) {
         return Vec::new();
     }
     let decls = declarations(source);
@@ -169,6 +170,8 @@ pub fn lint_block(block: &Block, source: &str, options: &LintOptions<'_>) -> Vec
     for node in &block.nodes {
         linter.visit(node, &mut locals);
     }
+    let body = linter.decls.last().map_or(0, |d| d.line_bytes.end);
+    linter.gaps(body, source.len(), &block.nodes);
     linter.declaration_reads();
     if block.complete {
         linter.unused();
@@ -284,8 +287,29 @@ impl<'a> Linter<'a> {
         for name in node.bindings.values() {
             self.used.insert(name.clone());
         }
-        // A failed node is the compile's; one still being written may get its label yet.
-        if node.error.is_none() && node.complete {
+        // Props the compile did not keep (a node that failed before reading them, a refused
+        // action, an unknown prop) still read the names written in them.
+        for prop in &props {
+            let kept = node.expressions.contains_key(prop.name)
+                || node.props.contains_key(prop.name)
+                || node.bindings.contains_key(prop.name);
+            if !kept && self.source[prop.value_bytes.clone()].starts_with('{') {
+                self.written(
+                    prop.value_bytes.clone(),
+                    Some(prop.name) != action,
+                    Some(node),
+                );
+            }
+        }
+        if node.kind != "CodeBlock" {
+            let content = props
+                .last()
+                .map_or(Self::tag_span(node).end, |p| p.value_bytes.end);
+            self.gaps(content, node.bytes.end as usize, &node.children);
+        }
+        // A node still being written may get its label yet (in a final block, one left
+        // unclosed will not); a failed one is linted as written, so one reply fixes both.
+        if node.complete || self.block.complete {
             self.component(node, &props);
         }
         let local = (node.kind == "Each")
@@ -299,6 +323,49 @@ impl<'a> Linter<'a> {
         }
         if local.is_some() {
             locals.pop();
+        }
+    }
+
+    /// Reads the expressions written in `[from, to)` outside `children`: a text expression the
+    /// compile dropped (`{$x +}`, which failed to parse) still reads its names.
+    fn gaps(&mut self, from: usize, to: usize, children: &[Node]) {
+        let mut at = from;
+        for child in children {
+            let start = child.bytes.start as usize;
+            if start > at {
+                self.braces(at..start);
+            }
+            at = at.max(child.bytes.end as usize);
+        }
+        if to > at {
+            self.braces(at..to);
+        }
+    }
+
+    /// Every balanced `{…}` in `region` (text, where quotes are plain characters).
+    fn braces(&mut self, region: Range<usize>) {
+        let bytes = self.source.as_bytes();
+        let mut at = region.start;
+        while let Some(i) = bytes[at..region.end].iter().position(|&b| b == b'{') {
+            let open = at + i;
+            let close = scan::balanced_end(&bytes[..region.end], open);
+            self.written(open..close, true, None);
+            at = close.max(open + 1);
+        }
+    }
+
+    /// The `$names` of expression text that the compile did not keep: declared ones are
+    /// used; the others are reported when `report`, with a suggestion.
+    fn written(&mut self, region: Range<usize>, report: bool, node: Option<&Node>) {
+        for (at, name) in scan::reference_tokens(self.source, region) {
+            if !name.starts_with('$') {
+                continue;
+            }
+            if self.is_declared(name) {
+                self.used.insert(name.to_owned());
+            } else if report {
+                self.undeclared(name, at, &[], node);
+            }
         }
     }
 
@@ -329,26 +396,32 @@ impl<'a> Linter<'a> {
                 if m.resolved {
                     continue;
                 }
-                let candidates = self
-                    .decls
-                    .iter()
-                    .map(|d| d.name)
-                    .chain(m.scope.iter().copied());
-                let suggestion = closest(name, candidates, SUGGEST_DISTANCE).map(str::to_owned);
                 let at = tokens.get(index).cloned().unwrap_or_else(|| region.clone());
-                let what = if name.starts_with('$') {
-                    "declared in this block"
-                } else {
-                    "a local in scope here"
-                };
-                let mut message = format!("`{name}` is not {what}, so it reads nothing");
-                if let Some(s) = &suggestion {
-                    message.push_str(&format!("; did you mean `{s}`?"));
-                }
-                let fix = suggestion.map(|s| (at.clone(), s));
-                self.push(LintCode::UndeclaredReference, message, at, Some(node), fix);
+                self.undeclared(name, at, &m.scope, Some(node));
             }
         }
+    }
+
+    /// Reports `name`, written at `at`, as read but not declared (nor a local of `scope`),
+    /// suggesting the closest declared name or local.
+    fn undeclared(&mut self, name: &str, at: Range<usize>, scope: &[&str], node: Option<&Node>) {
+        let candidates = self
+            .decls
+            .iter()
+            .map(|d| d.name)
+            .chain(scope.iter().copied());
+        let suggestion = closest(name, candidates, SUGGEST_DISTANCE).map(str::to_owned);
+        let what = if name.starts_with('$') {
+            "declared in this block"
+        } else {
+            "a local in scope here"
+        };
+        let mut message = format!("`{name}` is not {what}, so it reads nothing");
+        if let Some(s) = &suggestion {
+            message.push_str(&format!("; did you mean `{s}`?"));
+        }
+        let fix = suggestion.map(|s| (at.clone(), s));
+        self.push(LintCode::UndeclaredReference, message, at, node, fix);
     }
 
     fn component(&mut self, node: &'a Node, props: &[scan::PropText<'_>]) {
@@ -363,6 +436,7 @@ impl<'a> Linter<'a> {
             );
         }
         if kind == "Image"
+            && !props.iter().any(|p| p.name == "alt")
             && !node.props.contains_key("alt")
             && !node.expressions.contains_key("alt")
             && !has_text(node)
@@ -424,10 +498,16 @@ impl<'a> Linter<'a> {
             .map(|p| p.value_bytes.clone());
         let at = value.clone().unwrap_or_else(|| Self::tag_span(column));
         let suggestion = closest(key, fields.iter().map(String::as_str), SUGGEST_DISTANCE);
-        let mut message = format!(
-            "No row has a field `{key}`, so this column stays empty (fields: {})",
-            fields.join(", ")
-        );
+        let mut message = if fields.is_empty() {
+            format!(
+                "No row has a field `{key}`, so this column stays empty (the rows have no fields)"
+            )
+        } else {
+            format!(
+                "No row has a field `{key}`, so this column stays empty (fields: {})",
+                fields.join(", ")
+            )
+        };
         if let Some(s) = suggestion {
             message.push_str(&format!("; did you mean `{s}`?"));
         }
@@ -443,8 +523,10 @@ impl<'a> Linter<'a> {
         self.push(LintCode::UnknownColumn, message, at, Some(column), fix);
     }
 
-    /// The field names of a Table's rows, when the rows are literal records, a declared
-    /// default of records, a query whose source's fields are known, or `@Filter` of those.
+    /// The field names of a Table's rows, when the rows are literal records (their values
+    /// may be computed, their keys are written), a declared default of records (with the
+    /// records a Button's `@Set` can put in its place), a query whose source's fields are
+    /// known, or `@Filter` of those.
     fn row_fields(&self, table: &Node) -> Option<Vec<String>> {
         if let Some(rows) = table.props.get("rows") {
             return fields_of(rows);
@@ -455,9 +537,20 @@ impl<'a> Linter<'a> {
                 Expr::Call { name, args } if name == "Filter" && !args.is_empty() => {
                     expr = &args[0];
                 }
+                Expr::Array(_) | Expr::Literal(_) => {
+                    return record_keys(expr).filter(|fields| !fields.is_empty());
+                }
                 Expr::Reference(name) => {
                     if let Some(value) = self.block.defaults.get(name) {
-                        return fields_of(value);
+                        let mut fields = fields_of(value)?;
+                        for set in sets(&self.block.nodes, name) {
+                            for key in record_keys(set)? {
+                                if !fields.contains(&key) {
+                                    fields.push(key);
+                                }
+                            }
+                        }
+                        return Some(fields);
                     }
                     let source = self.query_source(name)?;
                     return self.options.query_fields?.fields(&source);
@@ -486,15 +579,16 @@ impl<'a> Linter<'a> {
         body.find(quote).map(|end| body[..end].to_owned())
     }
 
-    /// Marks the names read by declaration values (query arguments) as used.
+    /// The names read by declaration values: a query's arguments use the declared names they
+    /// read, and report the `$names` that are not declared.
     fn declaration_reads(&mut self) {
-        let names: Vec<&str> = self.decls.iter().map(|d| d.name).collect();
-        for decl in &self.decls {
-            for name in &names {
-                if !name_tokens(self.source, decl.value_bytes.clone(), name).is_empty() {
-                    self.used.insert((*name).to_owned());
-                }
-            }
+        let values: Vec<(Range<usize>, bool)> = self
+            .decls
+            .iter()
+            .map(|d| (d.value_bytes.clone(), d.is_query(self.source)))
+            .collect();
+        for (value, query) in values {
+            self.written(value, query, None);
         }
     }
 
@@ -504,14 +598,11 @@ impl<'a> Linter<'a> {
             .iter()
             .filter(|d| !self.used.contains(d.name))
             .map(|d| {
-                let query = self.source[d.value_bytes.clone()]
-                    .trim()
-                    .starts_with("@Query");
                 (
                     d.name.to_owned(),
                     d.name_bytes.clone(),
                     d.line_bytes.clone(),
-                    query,
+                    d.is_query(self.source),
                 )
             })
             .collect();
@@ -526,6 +617,20 @@ impl<'a> Linter<'a> {
             );
         }
     }
+}
+
+/// Whether the compile emptied `block` after a whole-block failure (`budget_exceeded`,
+/// `refused_access`, …): no nodes, defaults or queries, and one diagnostic over all of
+/// `source`. A block whose declarations failed one by one is not that: its other
+/// declarations still count.
+fn failed_whole(block: &Block, source: &str) -> bool {
+    block.nodes.is_empty()
+        && block.defaults.is_empty()
+        && block.queries.is_empty()
+        && matches!(&block.diagnostics[..], [only] if match only.bytes {
+            Some(bytes) => bytes.start == 0 && bytes.end as usize == source.len(),
+            None => only.range.start == 0 && only.range.end as usize == utf16_len(source),
+        })
 }
 
 /// Walks `expr` in source order, recording each reference and whether it resolves to a
@@ -549,7 +654,10 @@ fn walk<'e>(
         }
         Expr::Call { name, args } if name == "Filter" && args.len() == 3 => {
             walk(&args[0], locals, met, declared);
-            if let Expr::Reference(local) = &args[1] {
+            // `@Filter`'s local is a bare name; a `$name` there is read like any other.
+            if let Expr::Reference(local) = &args[1]
+                && !local.starts_with('$')
+            {
                 met.push(Met {
                     name: local,
                     resolved: true,
@@ -585,16 +693,19 @@ fn walk<'e>(
     }
 }
 
-/// Whether any text descendant of `node` shows something: non-blank text or an expression.
+/// Whether any text descendant of `node` shows something: non-blank text or an expression
+/// (but for a literal one that shows nothing: `{""}`, `{null}`).
 fn has_text(node: &Node) -> bool {
     node.children.iter().any(|child| {
         if child.is_text() {
-            child.expressions.contains_key("text")
-                || child
-                    .props
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| !is_blank(t))
+            child.expressions.get("text").is_some_and(|expr| {
+                expr.as_literal()
+                    .is_none_or(|v| !(v.is_null() || v.as_str().is_some_and(is_blank)))
+            }) || child
+                .props
+                .get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !is_blank(t))
         } else {
             has_text(child)
         }
@@ -610,6 +721,53 @@ fn collect_columns<'n>(children: &'n [Node], out: &mut Vec<&'n Node>) {
             _ => {}
         }
     }
+}
+
+/// The keys of an array of records written as an expression (`[{name: $n}]`, or a literal
+/// read from the wire), or `None` when an item is not a record literal.
+fn record_keys(expr: &Expr) -> Option<Vec<String>> {
+    let mut fields: Vec<String> = Vec::new();
+    let mut add = |key: &str| {
+        if !fields.iter().any(|f| f == key) {
+            fields.push(key.to_owned());
+        }
+    };
+    match expr {
+        Expr::Literal(value) => {
+            for item in value.as_array()? {
+                item.as_record()?.keys().for_each(|k| add(k));
+            }
+        }
+        Expr::Array(items) => {
+            for item in items {
+                match item {
+                    Expr::Object(entries) => entries.iter().for_each(|(k, _)| add(k)),
+                    Expr::Literal(value) => value.as_record()?.keys().for_each(|k| add(k)),
+                    _ => return None,
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(fields)
+}
+
+/// The values that `@Set(name, …)` actions among `nodes` (and their descendants) put in.
+fn sets<'n>(nodes: &'n [Node], name: &str) -> Vec<&'n Expr> {
+    let mut out = Vec::new();
+    for node in nodes {
+        for (_, expr) in node.expressions.iter() {
+            if let Expr::Call { name: helper, args } = expr
+                && helper == "Set"
+                && args.len() == 2
+                && args[0].as_reference() == Some(name)
+            {
+                out.push(&args[1]);
+            }
+        }
+        out.extend(sets(&node.children, name));
+    }
+    out
 }
 
 /// The union of the field names of `rows` when it is a non-empty array of records.

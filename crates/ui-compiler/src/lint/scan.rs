@@ -19,6 +19,15 @@ pub(crate) struct Declaration<'s> {
     pub(crate) line_bytes: Range<usize>,
 }
 
+impl Declaration<'_> {
+    /// Whether the value declares a query (`@Query(…)`), read from `source`.
+    pub(crate) fn is_query(&self, source: &str) -> bool {
+        source[self.value_bytes.clone()]
+            .trim_start()
+            .starts_with("@Query")
+    }
+}
+
 /// The declarations at the head of `source` (the same recognition as the parser's §6, with
 /// no budget): those that have a name and `=`, in source order.
 pub(crate) fn declarations(source: &str) -> Vec<Declaration<'_>> {
@@ -178,7 +187,7 @@ pub(crate) fn tag_props(source: &str, start: usize, limit: usize) -> Vec<PropTex
 }
 
 /// The end (after the closing `}`) of the balanced body whose `{` is at `at` (§7.6).
-fn balanced_end(bytes: &[u8], at: usize) -> usize {
+pub(crate) fn balanced_end(bytes: &[u8], at: usize) -> usize {
     let mut depth = 0usize;
     outside_quotes(bytes, at, |i, b| {
         match b {
@@ -195,10 +204,10 @@ fn balanced_end(bytes: &[u8], at: usize) -> usize {
     })
 }
 
-/// The byte ranges in `source[range]` of the name token `name` (`$rows`, `row`) where it is
-/// read as a variable: outside string literals, not after `.` (a member key), not before
-/// `:` (a record key) or a lone `=` (a prop name).
-pub(crate) fn name_tokens(source: &str, range: Range<usize>, name: &str) -> Vec<Range<usize>> {
+/// The name tokens in `source[range]` read as variables (`$rows`, `row`), with their byte
+/// ranges: outside string literals, not after `.` (a member key), not before `:` (a record
+/// key) or a lone `=` (a prop name), and not helper names (`@Count`).
+pub(crate) fn reference_tokens(source: &str, range: Range<usize>) -> Vec<(Range<usize>, &str)> {
     let end = range.end.min(source.len());
     let bytes = &source.as_bytes()[..end];
     let mut out = Vec::new();
@@ -222,8 +231,8 @@ pub(crate) fn name_tokens(source: &str, range: Range<usize>, name: &str) -> Vec<
             let next = bytes.get(after).copied();
             let next2 = bytes.get(after + 1).copied();
             let is_key = next == Some(b':') || (next == Some(b'=') && next2 != Some(b'='));
-            if &source[token_start..token_end] == name && previous != Some(b'.') && !is_key {
-                out.push(token_start..token_end);
+            if b != b'@' && previous != Some(b'.') && !is_key {
+                out.push((token_start..token_end, &source[token_start..token_end]));
             }
             at = token_end;
             previous = Some(b'a');
@@ -243,6 +252,16 @@ pub(crate) fn name_tokens(source: &str, range: Range<usize>, name: &str) -> Vec<
         at += 1;
     }
     out
+}
+
+/// The byte ranges in `source[range]` of the name token `name` where it is read as a
+/// variable (see [`reference_tokens`]).
+pub(crate) fn name_tokens(source: &str, range: Range<usize>, name: &str) -> Vec<Range<usize>> {
+    reference_tokens(source, range)
+        .into_iter()
+        .filter(|(_, token)| *token == name)
+        .map(|(at, _)| at)
+        .collect()
 }
 
 /// The Levenshtein distance between `a` and `b` (in characters), or `None` when it is
@@ -269,9 +288,7 @@ pub(crate) fn edit_distance(a: &str, b: &str, max: usize) -> Option<usize> {
     (distance <= max).then_some(distance)
 }
 
-/// The candidate closest to `name` within edit distance `max` (ties: the first), and closer
-/// than the length of the name itself (without its `$`): `$b` suggests nothing, since any
-/// one-letter name is one edit away.
+/// The candidate closest to `name` within edit distance `max` (ties: the first in order).
 pub(crate) fn closest<'c>(
     name: &str,
     candidates: impl IntoIterator<Item = &'c str>,
@@ -283,7 +300,6 @@ pub(crate) fn closest<'c>(
             continue;
         }
         if let Some(d) = edit_distance(name, candidate, max)
-            && d < name.trim_start_matches('$').chars().count()
             && best.is_none_or(|(b, _)| d < b)
         {
             best = Some((d, candidate));
@@ -335,7 +351,9 @@ mod tests {
         assert_eq!(edit_distance("$a", "$abcd", 2), None);
         assert_eq!(closest("$rowz", ["$rows", "$row"], 2), Some("$rows"));
         assert_eq!(closest("$zzz", ["$rows"], 2), None);
-        assert_eq!(closest("$b", ["$a"], 2), None);
+        // Within two edits is within two edits, however short the name.
+        assert_eq!(closest("$b", ["$a"], 2), Some("$a"));
+        assert_eq!(closest("$no", ["$on"], 2), Some("$on"));
         assert_eq!(closest("$ab", ["$ac"], 2), Some("$ac"));
     }
 }

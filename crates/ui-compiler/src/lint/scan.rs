@@ -41,10 +41,10 @@ pub(crate) fn declarations(source: &str) -> Vec<Declaration<'_>> {
             return out;
         }
         let name_start = at;
-        let name_end = ident_end(bytes, at + 1);
-        if name_end == at + 1 {
+        if !bytes.get(at + 1).is_some_and(|&b| is_name_start(b)) {
             return out;
         }
+        let name_end = ident_end(bytes, at + 1);
         let after = skip_ws(source, name_end);
         if bytes.get(after) != Some(&b'=') {
             return out;
@@ -126,6 +126,11 @@ pub(crate) fn skip_ws(source: &str, at: usize) -> usize {
         .map(char::len_utf8)
         .sum();
     at + skipped
+}
+
+/// Whether `b` may begin a name (`[A-Za-z_]`, §6).
+fn is_name_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
 }
 
 /// The end of the identifier `[A-Za-z0-9_]*` starting at `at`.
@@ -224,7 +229,13 @@ pub(crate) fn reference_tokens(source: &str, range: Range<usize>) -> Vec<(Range<
             previous = Some(b);
             continue;
         }
-        if b == b'$' || b == b'@' || b.is_ascii_alphabetic() || b == b'_' {
+        if b == b'$' && !bytes.get(at + 1).is_some_and(|&c| is_name_start(c)) {
+            // A `$` that begins no name (`${`, `$1`) reads nothing.
+            at += 1;
+            previous = Some(b);
+            continue;
+        }
+        if b == b'$' || b == b'@' || is_name_start(b) {
             let token_start = at;
             let token_end = ident_end(bytes, at + 1);
             let after = skip_ws(&source[..end], token_end);
@@ -318,6 +329,12 @@ mod tests {
         let decls = declarations(src);
         let names: Vec<&str> = decls.iter().map(|d| d.name).collect();
         assert_eq!(names, ["$a", "$rows", "$q"]);
+        // A name begins with a letter or `_` (§6): `$1st` ends the declarations.
+        let names: Vec<&str> = declarations("$_a = 1\n$1st = 2\n")
+            .iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["$_a"]);
         assert_eq!(&src[decls[1].value_bytes.clone()], " [\n {x: 1}\n]");
         assert_eq!(
             &src[decls[1].line_bytes.clone()],
@@ -343,6 +360,11 @@ mod tests {
         let found = name_tokens(src, 0..src.len(), "t");
         let starts: Vec<usize> = found.iter().map(|r| r.start).collect();
         assert_eq!(starts, [13, 16, 34]);
+        let tokens: Vec<&str> = reference_tokens("`a ${1}` + $1 + $b", 0..18)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(tokens, ["a", "$b"]);
     }
 
     #[test]

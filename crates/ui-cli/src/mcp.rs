@@ -392,86 +392,88 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
-fn string_arg<'a>(args: &'a JsonObject, name: &str) -> Result<&'a str, ErrorData> {
+fn string_arg<'a>(args: &'a JsonObject, name: &str) -> Result<&'a str, String> {
     args.get(name)
         .and_then(Json::as_str)
-        .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` must be a string"), None))
+        .ok_or_else(|| format!("`{name}` must be a string"))
 }
 
-fn bool_arg(args: &JsonObject, name: &str, default: bool) -> Result<bool, ErrorData> {
+fn bool_arg(args: &JsonObject, name: &str, default: bool) -> Result<bool, String> {
     match args.get(name) {
         None | Some(Json::Null) => Ok(default),
         Some(Json::Bool(b)) => Ok(*b),
         // The Inspector CLI passes `--tool-arg final=false` as a string.
         Some(Json::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(_) => Err(ErrorData::invalid_params(
-            format!("`{name}` must be a boolean"),
-            None,
-        )),
+        Some(_) => Err(format!("`{name}` must be a boolean")),
     }
 }
 
-fn text_arg(args: &JsonObject) -> Result<&str, ErrorData> {
+fn text_arg(args: &JsonObject) -> Result<&str, String> {
     let text = string_arg(args, "text")?;
     if text.len() > MAX_TEXT_BYTES {
-        return Err(ErrorData::invalid_params(
-            format!("`text` is longer than {MAX_TEXT_BYTES} bytes"),
-            None,
-        ));
+        return Err(format!("`text` is longer than {MAX_TEXT_BYTES} bytes"));
     }
     Ok(text)
 }
 
-fn readings_arg(args: &JsonObject) -> Result<Record, ErrorData> {
+fn readings_arg(args: &JsonObject) -> Result<Record, String> {
     let raw = match args.get("readings") {
         None | Some(Json::Null) => return Ok(Record::default()),
         // The Inspector CLI passes `--tool-arg readings={…}` as a string.
         Some(Json::String(s)) => s.clone(),
         Some(v @ Json::Object(_)) => v.to_string(),
         Some(_) => {
+            return Err("`readings` must be an object".to_owned());
+        }
+    };
+    if raw.len() > MAX_READINGS_BYTES {
+        return Err(format!(
+            "`readings` is longer than {MAX_READINGS_BYTES} bytes"
+        ));
+    }
+    let value =
+        Value::from_json_str(&raw).map_err(|e| format!("`readings` is not valid JSON: {e}"))?;
+    value
+        .as_record()
+        .cloned()
+        .ok_or_else(|| "`readings` must be an object".to_owned())
+}
+
+/// Runs the tool `name` on `args`. Arguments of the wrong shape are a failed call
+/// (`isError`, so the agent can correct them, as MCP asks of input validation since
+/// 2025-11-25), not a protocol error.
+///
+/// # Errors
+/// `invalid_params` for an unknown tool.
+pub fn call(name: &str, args: &JsonObject) -> Result<ToolAnswer, ErrorData> {
+    let answer = match name {
+        "check_reply" => text_arg(args).and_then(|text| {
+            Ok(check_reply(
+                text,
+                bool_arg(args, "final", true)?,
+                bool_arg(args, "block", false)?,
+            ))
+        }),
+        "preview_reply" => text_arg(args).and_then(|text| {
+            Ok(preview_reply(
+                text,
+                &readings_arg(args)?,
+                bool_arg(args, "block", false)?,
+            ))
+        }),
+        "describe_component" => string_arg(args, "name").map(describe_component),
+        other => {
             return Err(ErrorData::invalid_params(
-                "`readings` must be an object",
+                format!("unknown tool `{other}`"),
                 None,
             ));
         }
     };
-    if raw.len() > MAX_READINGS_BYTES {
-        return Err(ErrorData::invalid_params(
-            format!("`readings` is longer than {MAX_READINGS_BYTES} bytes"),
-            None,
-        ));
-    }
-    let value = Value::from_json_str(&raw).map_err(|e| {
-        ErrorData::invalid_params(format!("`readings` is not valid JSON: {e}"), None)
-    })?;
-    value
-        .as_record()
-        .cloned()
-        .ok_or_else(|| ErrorData::invalid_params("`readings` must be an object", None))
-}
-
-/// Runs the tool `name` on `args`.
-///
-/// # Errors
-/// `invalid_params` for an unknown tool or arguments of the wrong shape.
-pub fn call(name: &str, args: &JsonObject) -> Result<ToolAnswer, ErrorData> {
-    match name {
-        "check_reply" => Ok(check_reply(
-            text_arg(args)?,
-            bool_arg(args, "final", true)?,
-            bool_arg(args, "block", false)?,
-        )),
-        "preview_reply" => Ok(preview_reply(
-            text_arg(args)?,
-            &readings_arg(args)?,
-            bool_arg(args, "block", false)?,
-        )),
-        "describe_component" => Ok(describe_component(string_arg(args, "name")?)),
-        other => Err(ErrorData::invalid_params(
-            format!("unknown tool `{other}`"),
-            None,
-        )),
-    }
+    Ok(answer.unwrap_or_else(|message| ToolAnswer {
+        text: format!("The arguments of `{name}` are wrong: {message}."),
+        structured: json!({"error": "invalid_arguments", "message": message}),
+        is_error: true,
+    }))
 }
 
 /// The MCP server of `uiblocks mcp`.

@@ -125,6 +125,36 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     .unwrap();
     assert_eq!(result.is_error, Some(true));
 
+    // Arguments of the wrong shape are a failed call the agent can correct, not a protocol
+    // error; an unknown tool stays one.
+    for (tool, arguments) in [
+        ("check_reply", json!({})),
+        ("check_reply", json!({"text": 5})),
+        ("check_reply", json!({"text": "x", "final": 1})),
+        ("preview_reply", json!({"text": "x", "readings": [1]})),
+        ("describe_component", json!({"name": 3})),
+    ] {
+        let result = tokio::time::timeout(
+            LIMIT,
+            client.call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments))),
+        )
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{tool}: a tool error, not {e}"));
+        assert_eq!(result.is_error, Some(true), "{tool}");
+        assert_eq!(
+            result.structured_content.unwrap()["error"],
+            "invalid_arguments"
+        );
+    }
+    let unknown = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(CallToolRequestParams::new("no_such_tool")),
+    )
+    .await
+    .unwrap();
+    assert!(unknown.is_err(), "{unknown:?}");
+
     // The catalog resource and the prompt.
     let resources = client.list_all_resources().await.unwrap();
     assert_eq!(resources[0].uri, "uiblocks://catalog");

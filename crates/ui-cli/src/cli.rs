@@ -75,7 +75,7 @@ pub struct CheckArgs {
     /// Fail (exit 1) on warnings too.
     #[arg(long)]
     pub deny_warnings: bool,
-    /// Print nothing on success.
+    /// Do not print the `ok: …` line on success (findings are still printed).
     #[arg(long, short)]
     pub quiet: bool,
     /// Source options.

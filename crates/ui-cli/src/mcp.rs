@@ -33,7 +33,7 @@ use ui_core::catalog::{self, Component};
 use ui_core::{Record, SystemClock, UiLimits, Value, ViewNode};
 
 use crate::cli::SourceArgs;
-use crate::commands::check::{FileReport, Severity, finding_json, render_human};
+use crate::commands::check::{Counts, FileReport, finding_json, render_human};
 use crate::examples::component_example;
 
 /// The URI of the catalog resource.
@@ -68,14 +68,15 @@ fn source_args(block: bool) -> SourceArgs {
 pub fn check_reply(text: &str, is_final: bool, block: bool) -> ToolAnswer {
     let report = FileReport::compile(text.to_owned(), &source_args(block), is_final);
     let mut findings = Vec::new();
-    let (mut errors, mut warnings) = (0usize, 0usize);
+    let mut counts = Counts {
+        blocks: report.blocks.len(),
+        ..Counts::default()
+    };
     for index in 0..report.blocks.len() {
         let offset = findings.len();
-        for f in report.findings(index) {
-            match f.severity {
-                Severity::Error => errors += 1,
-                Severity::Warning => warnings += 1,
-            }
+        let block_findings = report.findings(index);
+        counts.add(&block_findings);
+        for f in block_findings {
             let mut v = finding_json(&f);
             v["block"] = json!(report.blocks[index].id);
             if let Some(cause) = f.cause {
@@ -84,21 +85,24 @@ pub fn check_reply(text: &str, is_final: bool, block: bool) -> ToolAnswer {
             findings.push(v);
         }
     }
-    let blocks = report.blocks.len();
+    let Counts {
+        blocks,
+        errors,
+        notes,
+        warnings,
+    } = counts;
     let mut out = render_human(&report, "reply", &annotate_snippets::Renderer::plain());
     out.push_str(&format!(
-        "{}: {blocks} block{}, {errors} error{}, {warnings} warning{}\n",
+        "{}: {}\n",
         if errors == 0 { "ok" } else { "failed" },
-        if blocks == 1 { "" } else { "s" },
-        if errors == 1 { "" } else { "s" },
-        if warnings == 1 { "" } else { "s" },
+        counts.summary()
     ));
     if blocks == 0 {
         out.push_str("No ```ui fence found; pass block: true to check a block body.\n");
     }
     ToolAnswer {
         text: out,
-        structured: json!({"findings": findings, "blocks": blocks, "errors": errors, "warnings": warnings}),
+        structured: json!({"findings": findings, "blocks": blocks, "errors": errors, "notes": notes, "warnings": warnings}),
         is_error: false,
     }
 }

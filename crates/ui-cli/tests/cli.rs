@@ -94,7 +94,7 @@ fn check_prints_lints_as_warnings_with_fixes_and_exits_0() {
 
 #[test]
 fn check_json_findings_have_severity_fix_and_cause() {
-    let reply = "```ui\n<Summary>{$nope}</Summary>\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n```\n";
+    let reply = "```ui\n<Summary>{$nope}</Summary>\n<Stats bad=>x\n<Stat label=\"a\" value={1}/>\n</Stats>\n```\n";
     let path = temp_file("json-findings.md", reply);
     let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
@@ -109,8 +109,8 @@ fn check_json_findings_have_severity_fix_and_cause() {
         [
             "undeclared_reference",
             "invalid_prop",
-            "unmatched_tag",
-            "invalid_parent"
+            "invalid_parent",
+            "unmatched_tag"
         ]
     );
     assert_eq!(findings[0]["severity"], "warning");
@@ -123,8 +123,7 @@ fn check_json_findings_have_severity_fix_and_cause() {
 
 #[test]
 fn check_shows_follow_on_errors_as_notes_and_points_at_the_stop_token() {
-    let reply =
-        "```ui\n<Stats bad=>x</Stats>\n<Stat label=\"a\" value={1}/>\n<Tag>{$a + * 2}</Tag>\n```\n";
+    let reply = "```ui\n<Stats bad=>x\n<Stat label=\"a\" value={1}/>\n</Stats>\n<Tag>{$a + * 2}</Tag>\n```\n";
     let path = temp_file("notes.md", reply);
     let out = run(&["check", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
@@ -132,11 +131,62 @@ fn check_shows_follow_on_errors_as_notes_and_points_at_the_stop_token() {
     assert_eq!(text.matches("error[").count(), 2, "{text}");
     assert!(text.contains("note: [unmatched_tag]"), "{text}");
     assert!(text.contains("note: [invalid_parent]"), "{text}");
-    // The expression error points at `*` (line 4, column 12), not at the braces.
-    assert!(text.contains("notes.md:4:12"), "{text}");
+    // The expression error points at `*` (line 5, column 12), not at the braces.
+    assert!(text.contains("notes.md:5:12"), "{text}");
     // `$a` is read by the broken expression and declared nowhere: a warning of its own.
     assert!(text.contains("warning[undeclared_reference]"), "{text}");
-    assert!(stderr(&out).starts_with("failed: 1 file, 1 block, 4 errors, 1 warning"));
+    // The notes are no errors of their own.
+    assert!(
+        stderr(&out).starts_with("failed: 1 file, 1 block, 2 errors (+2 notes), 1 warning"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_notes_follow_a_failed_tag_only_up_to_its_closing_tag() {
+    // The tag fails on an expression error in a prop, whose underline moves to the stop
+    // token; its closing tag and the child before it are still notes under it. The `<Stat>`
+    // and `</Stats>` after that closing tag are errors of their own.
+    let reply = "```ui\n<Stats tone={1 + }>\n<Stat label=\"a\" value={1}/>\n</Stats>\n\
+                 <Summary>Between</Summary>\n<Stat label=\"b\" value={2}/>\n</Stats>\n```\n";
+    let path = temp_file("owned.md", reply);
+    let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let shape: Vec<(&str, Option<u64>, u64)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap(),
+                f["cause"].as_u64(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("invalid_expression", None, 2),
+            ("invalid_parent", Some(0), 3),
+            ("unmatched_tag", Some(0), 4),
+            ("invalid_parent", None, 6),
+            ("unmatched_tag", None, 7),
+        ]
+    );
+    let human = run(&["check", path.to_str().unwrap()]);
+    assert_eq!(stdout(&human).matches("error[").count(), 3);
+    assert!(stderr(&human).starts_with("failed: 1 file, 1 block, 3 errors (+2 notes), 0 warnings"));
+}
+
+#[test]
+fn check_underlines_the_stop_token_past_a_brace_in_a_string() {
+    // `{"}" + }`: the `}` in the string closes nothing; parsing stops at the last `}`.
+    let path = temp_file("brace.md", "```ui\n<Summary>{\"}\" + }</Summary>\n```\n");
+    let out = run(&["check", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(text.contains("brace.md:2:17"), "{text}");
 }
 
 #[test]

@@ -191,6 +191,9 @@ pub struct Finding {
     /// The bytes of the file shown (for an expression error, the token where parsing
     /// stopped).
     pub bytes: Range<usize>,
+    /// Where in the file the construct the finding is about begins (the diagnostic's own
+    /// start, before an expression error moves `bytes` to its stop token).
+    pub origin: usize,
     /// 1-based line of the start of `bytes`.
     pub line: usize,
     /// 1-based column (characters) of the start of `bytes`.
@@ -232,6 +235,7 @@ impl FileReport {
             .into_iter()
             .map(|l| {
                 let d = l.diagnostic;
+                let origin = l.bytes.start;
                 let bytes = self.stop_token(d.code, l.bytes.clone()).unwrap_or(l.bytes);
                 let (line, column) = line_column(&self.text, bytes.start);
                 Finding {
@@ -240,6 +244,7 @@ impl FileReport {
                     message: d.message.clone(),
                     range: d.range,
                     node_id: d.node_id.clone(),
+                    origin,
                     bytes,
                     line,
                     column,
@@ -262,6 +267,7 @@ impl FileReport {
                     message: lint.message,
                     range: lint.range,
                     node_id: lint.node_id,
+                    origin: bytes.start,
                     bytes,
                     line,
                     column,
@@ -271,8 +277,9 @@ impl FileReport {
             }
         }
         findings.sort_by_key(|f| (f.bytes.start, f.severity == Severity::Warning));
-        for i in 0..findings.len() {
-            findings[i].cause = self.cause(&findings, i);
+        let causes = self.causes(&findings);
+        for (finding, cause) in findings.iter_mut().zip(causes) {
+            finding.cause = cause;
         }
         findings
     }
@@ -280,7 +287,7 @@ impl FileReport {
     /// The tag a follow-on diagnostic points back to: the closing tag's name for
     /// `unmatched_tag`, the required parent for `invalid_parent`.
     fn follow_on_tag(&self, finding: &Finding) -> Option<&str> {
-        let at = self.text.get(finding.bytes.start..)?;
+        let at = self.text.get(finding.origin..)?;
         match finding.code {
             "unmatched_tag" => Some(tag_name(at.strip_prefix("</")?)),
             "invalid_parent" => ui_core::catalog::lookup(tag_name(at.strip_prefix('<')?))?.parent(),
@@ -288,22 +295,46 @@ impl FileReport {
         }
     }
 
-    /// The earlier failure `findings[i]` follows from: the nearest earlier tag that failed
-    /// while it was read (a parser diagnostic without a node, so the tag was never opened)
-    /// with the name the follow-on refers to.
-    fn cause(&self, findings: &[Finding], i: usize) -> Option<usize> {
-        let name = self.follow_on_tag(&findings[i])?;
-        (0..i).rev().find(|&j| {
-            let f = &findings[j];
-            f.severity == Severity::Error
-                && f.node_id.is_none()
-                && f.cause.is_none()
-                && self
-                    .text
-                    .get(f.bytes.start..)
-                    .and_then(|t| t.strip_prefix('<'))
-                    .is_some_and(|t| tag_name(t) == name)
-        })
+    /// The name of the tag that failed while it was read (a parser error without a node, so
+    /// the tag was never opened), when `finding` is one.
+    fn failed_tag(&self, finding: &Finding) -> Option<&str> {
+        if finding.severity != Severity::Error
+            || finding.node_id.is_some()
+            || finding.code == "unmatched_tag"
+        {
+            return None;
+        }
+        let name = tag_name(self.text.get(finding.origin..)?.strip_prefix('<')?);
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// For each finding, the earlier failure it follows from. A tag that failed while it was
+    /// read was never opened, so the closing tag meant for it is `unmatched_tag` and the
+    /// children that needed it as their parent are `invalid_parent`: those follow from it.
+    /// The failed tags are matched like open tags, in source order: a closing tag belongs to
+    /// the nearest failed tag of its name not closed yet, and a child to the nearest one
+    /// still open where it stands. Nothing after a failed tag's closing tag follows from it.
+    fn causes(&self, findings: &[Finding]) -> Vec<Option<usize>> {
+        let mut causes = vec![None; findings.len()];
+        let mut open: Vec<(usize, &str)> = Vec::new();
+        for (i, finding) in findings.iter().enumerate() {
+            let follows = self.follow_on_tag(finding).and_then(|name| {
+                let at = open.iter().rposition(|&(_, n)| n == name)?;
+                Some((at, name))
+            });
+            match follows {
+                Some((at, _)) if finding.code == "unmatched_tag" => {
+                    causes[i] = Some(open.remove(at).0);
+                }
+                Some((at, _)) => causes[i] = Some(open[at].0),
+                None => {
+                    if let Some(name) = self.failed_tag(finding) {
+                        open.push((i, name));
+                    }
+                }
+            }
+        }
+        causes
     }
 
     /// For an expression error, the bytes of the token where parsing stopped.
@@ -315,7 +346,8 @@ impl FileReport {
             return None;
         }
         let (start, expr) = expression_text(self.text.get(bytes.clone())?)?;
-        let clock = ui_core::SystemClock::new();
+        // Only to find the stop token again: a frozen clock, so no time budget can cut it short.
+        let clock = ui_core::FrozenClock(0.0);
         let mut budget = ui_core::Budget::new(CompileOptions::default().limits, &clock);
         let stop = parse_stop(expr, &mut budget)?;
         let at = bytes.start + start;
@@ -343,20 +375,35 @@ fn expression_text(text: &str) -> Option<(usize, &str)> {
         return Some((eq + lead, value.trim()));
     }
     if trimmed.ends_with('}') {
-        // The `{` that opens the last balanced body.
+        // The `{` that opens the balanced body ending the text, read forwards with quotes
+        // tracked as the compiler reads a body (§7.6): a `}` inside a string closes nothing.
         let bytes = trimmed.as_bytes();
-        let mut depth = 0usize;
-        for i in (0..bytes.len()).rev() {
-            match bytes[i] {
-                b'}' => depth += 1,
-                b'{' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some((i + 1, &trimmed[i + 1..trimmed.len() - 1]));
+        let (mut depth, mut quote, mut open) = (0usize, None, 0usize);
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            match quote {
+                Some(_) if b == b'\\' => i += 1,
+                Some(q) if b == q => quote = None,
+                Some(_) => {}
+                None => match b {
+                    b'"' | b'\'' => quote = Some(b),
+                    b'{' => {
+                        if depth == 0 {
+                            open = i;
+                        }
+                        depth += 1;
                     }
-                }
-                _ => {}
+                    b'}' if depth > 0 => {
+                        depth -= 1;
+                        if depth == 0 && i == bytes.len() - 1 {
+                            return Some((open + 1, &trimmed[open + 1..i]));
+                        }
+                    }
+                    _ => {}
+                },
             }
+            i += 1;
         }
         return None;
     }
@@ -472,8 +519,11 @@ pub fn render_json(report: &FileReport, path: &str) -> Json {
 pub struct Counts {
     /// Blocks checked.
     pub blocks: usize,
-    /// Findings with severity error.
+    /// Findings with severity error, but for the notes.
     pub errors: usize,
+    /// Errors that follow from an earlier one (shown as notes under it, not counted in
+    /// `errors`).
+    pub notes: usize,
     /// Findings with severity warning.
     pub warnings: usize,
 }
@@ -486,14 +536,36 @@ impl Counts {
             ..Counts::default()
         };
         for index in 0..report.blocks.len() {
-            for f in report.findings(index) {
-                match f.severity {
-                    Severity::Error => counts.errors += 1,
-                    Severity::Warning => counts.warnings += 1,
-                }
-            }
+            counts.add(&report.findings(index));
         }
         counts
+    }
+
+    /// Counts `findings` too.
+    pub fn add(&mut self, findings: &[Finding]) {
+        for f in findings {
+            match (f.severity, f.cause) {
+                (Severity::Error, None) => self.errors += 1,
+                (Severity::Error, Some(_)) => self.notes += 1,
+                (Severity::Warning, _) => self.warnings += 1,
+            }
+        }
+    }
+
+    /// `N blocks, N errors, N warnings`, with `(+N notes)` after the errors when there are
+    /// any.
+    pub fn summary(&self) -> String {
+        let notes = if self.notes > 0 {
+            format!(" (+{})", plural(self.notes, "note"))
+        } else {
+            String::new()
+        };
+        format!(
+            "{}, {}{notes}, {}",
+            plural(self.blocks, "block"),
+            plural(self.errors, "error"),
+            plural(self.warnings, "warning"),
+        )
     }
 }
 
@@ -552,6 +624,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
                 Ok((file, text)) => {
                     counts.blocks += file.blocks;
                     counts.errors += file.errors;
+                    counts.notes += file.notes;
                     counts.warnings += file.warnings;
                     let failed = file.errors > 0 || (args.deny_warnings && file.warnings > 0);
                     failed_files += usize::from(failed);
@@ -578,13 +651,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     }
     bar.finish_and_clear();
     let failed = counts.errors > 0 || (args.deny_warnings && counts.warnings > 0);
-    let summary = format!(
-        "{}, {}, {}, {}",
-        plural(total, "file"),
-        plural(counts.blocks, "block"),
-        plural(counts.errors, "error"),
-        plural(counts.warnings, "warning"),
-    );
+    let summary = format!("{}, {}", plural(total, "file"), counts.summary());
     if unreadable == 0 && !failed {
         if !args.quiet {
             eprintln!("ok: {summary}");

@@ -267,7 +267,14 @@ pub fn describe_component(name: &str) -> ToolAnswer {
     let props: Vec<Json> = component
         .props()
         .iter()
-        .map(|p| json!({"name": p.name(), "type": p.kind().to_string(), "required": p.required()}))
+        .map(|p| {
+            json!({
+                "name": p.name(),
+                "type": p.kind().to_string(),
+                "required": p.required(),
+                "whenAbsent": p.when_absent(),
+            })
+        })
         .collect();
     let example = component_example(component.name()).unwrap_or_default();
     let mut text = format!(
@@ -279,9 +286,16 @@ pub fn describe_component(name: &str) -> ToolAnswer {
     if component.props().is_empty() {
         text.push_str("Props: none.\n");
     } else {
-        text.push_str("Props (an optional prop left out is absent; there are no defaults):\n");
+        text.push_str(
+            "Props (an optional prop left out stays absent, there are no schema defaults; \
+             → says what leaving it out means):\n",
+        );
         for p in component.props() {
-            let req = if p.required() { "required" } else { "optional" };
+            let req = match (p.required(), p.when_absent()) {
+                (true, _) => "required".to_owned(),
+                (false, Some(absent)) => format!("optional; absent → {absent}"),
+                (false, None) => "optional".to_owned(),
+            };
             text.push_str(&format!("  {}: {} ({req})\n", p.name(), p.kind()));
         }
     }

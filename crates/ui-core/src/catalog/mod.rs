@@ -237,6 +237,7 @@ pub struct PropSpec {
     name: &'static str,
     kind: PropKind,
     required: bool,
+    when_absent: Option<&'static str>,
 }
 
 impl PropSpec {
@@ -253,6 +254,14 @@ impl PropSpec {
     /// Whether the prop must be present.
     pub const fn required(&self) -> bool {
         self.required
+    }
+
+    /// What a renderer or the runtime does when this optional prop is left out (the
+    /// "semantic default" of `catalog.md` §4), for people and agents: the prop itself stays
+    /// absent, there are no schema defaults. `None` for a required prop, and for `Image`'s
+    /// `attachment`/`generated`, of which exactly one is given.
+    pub const fn when_absent(&self) -> Option<&'static str> {
+        self.when_absent
     }
 
     /// Whether `value` has the prop's shape: what [`Component::check`] asks of each prop

@@ -31,14 +31,27 @@ const fn req(name: &'static str, kind: PropKind) -> PropSpec {
         name,
         kind,
         required: true,
+        when_absent: None,
     }
 }
 
-const fn opt(name: &'static str, kind: PropKind) -> PropSpec {
+/// An optional prop, and what leaving it out means.
+const fn opt(name: &'static str, kind: PropKind, when_absent: &'static str) -> PropSpec {
     PropSpec {
         name,
         kind,
         required: false,
+        when_absent: Some(when_absent),
+    }
+}
+
+/// One of a set of props of which exactly one is given.
+const fn one_of(name: &'static str, kind: PropKind) -> PropSpec {
+    PropSpec {
+        name,
+        kind,
+        required: false,
+        when_absent: None,
     }
 }
 
@@ -107,32 +120,38 @@ pub(super) static COMPONENTS: [Component; 36] = [
         "Summary",
         Status,
         "One-sentence statement of the outcome.",
-        &[opt("tone", Tone), opt("badge", Text)],
+        &[opt("tone", Tone, "no icon"), opt("badge", Text, "no badge")],
     ),
     entry(
         "Callout",
         Status,
         "Draws the reader's eye to a warning or remark.",
-        &[req("tone", Tone), opt("title", Text)],
+        &[req("tone", Tone), opt("title", Text, "no heading line")],
     ),
     entry(
         "Tag",
         Status,
         "Small inline label for a state.",
-        &[opt("tone", Tone)],
+        &[opt("tone", Tone, "neutral")],
     ),
     entry(
         "Progress",
         Status,
         "How far something has got, with a label; without value the bar is indeterminate.",
-        &[opt("value", NON_NEGATIVE), opt("max", POSITIVE)],
+        &[
+            opt("value", NON_NEGATIVE, "indeterminate"),
+            opt("max", POSITIVE, "the value is read as a percentage"),
+        ],
     ),
     entry("Steps", Status, "Stages of a process, in order.", &[]).children_are(&["Step"]),
     entry(
         "Step",
         Status,
         "A single stage and the state it is in.",
-        &[req("state", Enum(STEP_STATES)), opt("detail", Text)],
+        &[
+            req("state", Enum(STEP_STATES)),
+            opt("detail", Text, "no extra text"),
+        ],
     )
     .parent_is("Steps"),
     // data
@@ -144,9 +163,13 @@ pub(super) static COMPONENTS: [Component; 36] = [
         &[
             req("label", Text),
             req("value", NUMBER),
-            opt("previous", NUMBER),
-            opt("unit", Text),
-            opt("tone", Tone),
+            opt("previous", NUMBER, "no change shown"),
+            opt("unit", Text, "no unit"),
+            opt(
+                "tone",
+                Tone,
+                "neutral (never inferred from the direction of the change)",
+            ),
         ],
     )
     .parent_is("Stats"),
@@ -177,9 +200,9 @@ pub(super) static COMPONENTS: [Component; 36] = [
         "Picks and formats one field of the rows.",
         &[
             req("key", Name),
-            opt("title", Text),
-            opt("unit", Text),
-            opt("as", Enum(COLUMN_FORMATS)),
+            opt("title", Text, "the key"),
+            opt("unit", Text, "no unit"),
+            opt("as", Enum(COLUMN_FORMATS), "text"),
         ],
     )
     .parent_is("Table"),
@@ -190,7 +213,7 @@ pub(super) static COMPONENTS: [Component; 36] = [
         &[
             req("kind", Enum(CHART_KINDS)),
             req("data", ChartData),
-            opt("unit", Text),
+            opt("unit", Text, "no unit"),
         ],
     ),
     // structure
@@ -221,16 +244,16 @@ pub(super) static COMPONENTS: [Component; 36] = [
         "CodeBlock",
         Content,
         "Literal code, shown and never run.",
-        &[opt("language", Name)],
+        &[opt("language", Name, "no highlighting")],
     ),
     entry(
         "Image",
         Content,
         "Shows an image the chat already holds; children are an optional caption.",
         &[
-            opt("attachment", Name),
-            opt("generated", Latest),
-            opt("alt", Text),
+            one_of("attachment", Name),
+            one_of("generated", Latest),
+            opt("alt", Text, "no screen-reader text but the caption"),
         ],
     )
     .refined_by(Refinement::Image),
@@ -253,7 +276,7 @@ pub(super) static COMPONENTS: [Component; 36] = [
         "File",
         Links,
         "Points at a project or worktree file.",
-        &[req("path", Text), opt("line", FileLine)],
+        &[req("path", Text), opt("line", FileLine, "the whole file")],
     ),
     entry(
         "Diff",
@@ -304,8 +327,8 @@ pub(super) static COMPONENTS: [Component; 36] = [
             req("value", NUMBER),
             req("min", NUMBER),
             req("max", NUMBER),
-            opt("step", POSITIVE),
-            opt("unit", Text),
+            opt("step", POSITIVE, "any value in the range"),
+            opt("unit", Text, "no unit"),
         ],
     )
     .binds_value()
@@ -329,7 +352,7 @@ pub(super) static COMPONENTS: [Component; 36] = [
         "Button",
         Inputs,
         "Pressing it changes local state through one action; the children form its label.",
-        &[opt("disabled", Bool)],
+        &[opt("disabled", Bool, "enabled")],
     )
     .acts_through("action"),
     entry(
@@ -353,9 +376,9 @@ pub(super) static COMPONENTS: [Component; 36] = [
         Choices,
         "Picking it sends the label plus its shown context a single time.",
         &[
-            opt("context", Text),
-            opt("primary", Bool),
-            opt("disabled", Bool),
+            opt("context", Text, "the label is sent"),
+            opt("primary", Bool, "not the recommended choice"),
+            opt("disabled", Bool, "can be picked"),
         ],
     )
     .parent_is("Choices"),

@@ -181,6 +181,33 @@ fn check_notes_follow_a_failed_tag_only_up_to_its_closing_tag() {
 }
 
 #[test]
+fn check_orders_an_expression_error_where_its_braces_begin() {
+    // The warning for `$nope` lies inside the braces, before the stop token `*`: the error
+    // about the braces still comes first, and `start` grows along the list.
+    let path = temp_file("order.md", "```ui\n<Summary>{$nope + * 2}</Summary>\n```\n");
+    let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let order: Vec<(&str, u64, u64)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap(),
+                f["start"].as_u64().unwrap(),
+                f["column"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("invalid_expression", 9, 19),
+            ("undeclared_reference", 10, 11)
+        ]
+    );
+}
+
+#[test]
 fn check_underlines_the_stop_token_past_a_brace_in_a_string() {
     // `{"}" + }`: the `}` in the string closes nothing; parsing stops at the last `}`.
     let path = temp_file("brace.md", "```ui\n<Summary>{\"}\" + }</Summary>\n```\n");

@@ -114,9 +114,15 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     // What leaving out an optional prop means; nothing for a required one.
     assert_eq!(structured["props"][0]["whenAbsent"], Json::Null);
     assert_eq!(structured["props"][3]["name"], "step");
-    assert_eq!(structured["props"][3]["whenAbsent"], "any value in the range");
+    assert_eq!(
+        structured["props"][3]["whenAbsent"],
+        "any value in the range"
+    );
     let text = serde_json::to_value(&result.content).unwrap().to_string();
-    assert!(text.contains("step: number > 0 (optional; absent → any value in the range)"), "{text}");
+    assert!(
+        text.contains("step: number > 0 (optional; absent → any value in the range)"),
+        "{text}"
+    );
     assert!(structured["example"].as_str().unwrap().contains("<Slider"));
     assert_eq!(structured["rule"], "`min < max` and `min <= value <= max`");
     let result = tokio::time::timeout(

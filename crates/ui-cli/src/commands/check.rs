@@ -225,9 +225,10 @@ impl FileReport {
         }
     }
 
-    /// Every finding of block `index`: its diagnostics and lints in source order (errors
-    /// first at the same offset), each follow-on diagnostic of a failed tag pointing at
-    /// its cause.
+    /// Every finding of block `index`: its diagnostics and lints in source order of what
+    /// they are about (so an expression error, underlined at its stop token, comes where its
+    /// braces begin, and `start` grows along the list; errors first at the same offset),
+    /// each follow-on diagnostic of a failed tag pointing at its cause.
     pub fn findings(&self, index: usize) -> Vec<Finding> {
         let offset = self.block_source(index).map(|(start, _)| start);
         let mut findings: Vec<Finding> = self
@@ -276,7 +277,7 @@ impl FileReport {
                 });
             }
         }
-        findings.sort_by_key(|f| (f.bytes.start, f.severity == Severity::Warning));
+        findings.sort_by_key(|f| (f.origin, f.severity == Severity::Warning));
         let causes = self.causes(&findings);
         for (finding, cause) in findings.iter_mut().zip(causes) {
             finding.cause = cause;

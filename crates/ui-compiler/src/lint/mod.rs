@@ -608,13 +608,23 @@ impl<'a> Linter<'a> {
             .collect();
         for (name, at, line, query) in unused {
             let what = if query { "query" } else { "state variable" };
-            self.push(
-                LintCode::UnusedDeclaration,
-                format!("The {what} `{name}` is declared but nothing reads or binds it"),
-                at,
-                None,
-                Some((line, String::new())),
-            );
+            let mut message =
+                format!("The {what} `{name}` is declared but nothing reads or binds it");
+            // When a misspelt read is fixed into this name, deleting the declaration would
+            // break that fix: point at the typo instead.
+            let typo = self.out.iter().find(|l| {
+                l.code == LintCode::UndeclaredReference
+                    && l.fix.as_ref().is_some_and(|f| f.text == name)
+            });
+            let fix = match typo {
+                Some(typo) => {
+                    let written = &self.source[typo.bytes.start as usize..typo.bytes.end as usize];
+                    message.push_str(&format!("; `{written}` may be a typo for it"));
+                    None
+                }
+                None => Some((line, String::new())),
+            };
+            self.push(LintCode::UnusedDeclaration, message, at, None, fix);
         }
     }
 }

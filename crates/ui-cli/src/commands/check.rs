@@ -319,15 +319,12 @@ impl FileReport {
         let mut causes = vec![None; findings.len()];
         let mut open: Vec<(usize, &str)> = Vec::new();
         for (i, finding) in findings.iter().enumerate() {
-            let follows = self.follow_on_tag(finding).and_then(|name| {
-                let at = open.iter().rposition(|&(_, n)| n == name)?;
-                Some((at, name))
-            });
+            let follows = self
+                .follow_on_tag(finding)
+                .and_then(|name| open.iter().rposition(|&(_, n)| n == name));
             match follows {
-                Some((at, _)) if finding.code == "unmatched_tag" => {
-                    causes[i] = Some(open.remove(at).0);
-                }
-                Some((at, _)) => causes[i] = Some(open[at].0),
+                Some(at) if finding.code == "unmatched_tag" => causes[i] = Some(open.remove(at).0),
+                Some(at) => causes[i] = Some(open[at].0),
                 None => {
                     if let Some(name) = self.failed_tag(finding) {
                         open.push((i, name));

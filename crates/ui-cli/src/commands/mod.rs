@@ -81,10 +81,17 @@ pub fn read_source(path: &Path) -> anyhow::Result<String> {
 }
 
 /// Compiles `text` as a reply (or, with `--block`, as one block body with the id `block`).
+///
+/// The commands count work, never time: the compile runs under a frozen clock, so the
+/// `milliseconds` budget (a host's guard against a slow machine) never cuts it short, and a
+/// file gives the same blocks and findings however loaded the machine is. Every other budget
+/// applies as in a host.
 pub fn compile_text(text: &str, source: &SourceArgs, is_final: bool) -> Vec<Arc<Block>> {
+    let clock = ui_core::FrozenClock(0.0);
     let options = CompileOptions {
         is_final,
         fence_language: source.fence_language.clone(),
+        clock: Some(&clock),
         ..CompileOptions::default()
     };
     if source.block {

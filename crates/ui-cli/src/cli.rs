@@ -35,7 +35,17 @@ pub enum Command {
     /// Serve the Model Context Protocol on standard input and output: tools check_reply,
     /// preview_reply and describe_component, resource uiblocks://catalog, prompt
     /// write_ui_block.
-    Mcp,
+    Mcp(McpArgs),
+}
+
+/// Arguments of `mcp`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct McpArgs {
+    /// The host's query sources that `check_reply` checks queries against, as for `check
+    /// --sources` (a `sources.toml` or JSON argument schemas by source name). Without it
+    /// every `@Query` is `unknown_query`.
+    #[arg(long, value_name = "FILE")]
+    pub sources: Option<PathBuf>,
 }
 
 /// How `check` prints its findings.
@@ -78,6 +88,12 @@ pub struct CheckArgs {
     /// Do not print the `ok: …` line on success (findings are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// The host's query sources: a `sources.toml` as `uiblocks serve` reads it (argument
+    /// schemas, and the result fields that `unknown_column` checks), or a JSON object of
+    /// argument schemas by source name (`{"querySchemas": {…}}`, as the driver takes it).
+    /// Without it every `@Query` is `unknown_query`.
+    #[arg(long, value_name = "FILE")]
+    pub sources: Option<PathBuf>,
     /// Source options.
     #[command(flatten)]
     pub source: SourceArgs,

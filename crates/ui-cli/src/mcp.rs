@@ -33,7 +33,7 @@ use ui_core::catalog::{self, Component};
 use ui_core::{Record, SystemClock, UiLimits, Value, ViewNode};
 
 use crate::cli::SourceArgs;
-use crate::commands::check::{Counts, FileReport, finding_json, render_human};
+use crate::commands::check::{Counts, FileReport, Sources, finding_json, render_human};
 use crate::examples::component_example;
 
 /// The URI of the catalog resource.
@@ -65,8 +65,13 @@ fn source_args(block: bool) -> SourceArgs {
 
 /// `check_reply`: the findings of `text` (a whole reply, or one block body with `block`),
 /// compiled as final unless `is_final` is false.
-pub fn check_reply(text: &str, is_final: bool, block: bool) -> ToolAnswer {
-    let report = FileReport::compile(text.to_owned(), &source_args(block), is_final);
+pub fn check_reply(
+    text: &str,
+    is_final: bool,
+    block: bool,
+    sources: Option<Arc<Sources>>,
+) -> ToolAnswer {
+    let report = FileReport::with_sources(text.to_owned(), &source_args(block), is_final, sources);
     let mut findings = Vec::new();
     let mut counts = Counts {
         blocks: report.blocks.len(),
@@ -457,19 +462,24 @@ fn readings_arg(args: &JsonObject) -> Result<Record, String> {
         .ok_or_else(|| "`readings` must be an object".to_owned())
 }
 
-/// Runs the tool `name` on `args`. Arguments of the wrong shape are a failed call
-/// (`isError`, so the agent can correct them, as MCP asks of input validation since
-/// 2025-11-25), not a protocol error.
+/// Runs the tool `name` on `args`, `check_reply` against the host's `sources` when given.
+/// Arguments of the wrong shape are a failed call (`isError`, so the agent can correct them,
+/// as MCP asks of input validation since 2025-11-25), not a protocol error.
 ///
 /// # Errors
 /// `invalid_params` for an unknown tool.
-pub fn call(name: &str, args: &JsonObject) -> Result<ToolAnswer, ErrorData> {
+pub fn call(
+    name: &str,
+    args: &JsonObject,
+    sources: Option<&Arc<Sources>>,
+) -> Result<ToolAnswer, ErrorData> {
     let answer = match name {
         "check_reply" => text_arg(args).and_then(|text| {
             Ok(check_reply(
                 text,
                 bool_arg(args, "final", true)?,
                 bool_arg(args, "block", false)?,
+                sources.cloned(),
             ))
         }),
         "preview_reply" => text_arg(args).and_then(|text| {
@@ -495,8 +505,18 @@ pub fn call(name: &str, args: &JsonObject) -> Result<ToolAnswer, ErrorData> {
 }
 
 /// The MCP server of `uiblocks mcp`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UiblocksMcp;
+#[derive(Debug, Clone, Default)]
+pub struct UiblocksMcp {
+    sources: Option<Arc<Sources>>,
+}
+
+impl UiblocksMcp {
+    /// A server whose `check_reply` checks queries against the host's `sources` (none:
+    /// every `@Query` is `unknown_query`).
+    pub fn new(sources: Option<Arc<Sources>>) -> Self {
+        UiblocksMcp { sources }
+    }
+}
 
 impl ServerHandler for UiblocksMcp {
     fn get_info(&self) -> ServerConfig {
@@ -528,7 +548,7 @@ impl ServerHandler for UiblocksMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        let answer = call(&request.name, &args)?;
+        let answer = call(&request.name, &args, self.sources.as_ref())?;
         let mut result = if answer.is_error {
             CallToolResult::error(vec![ContentBlock::text(answer.text)])
         } else {
@@ -613,8 +633,8 @@ impl ServerHandler for UiblocksMcp {
 ///
 /// # Errors
 /// When the session cannot start or ends with a transport error.
-pub async fn serve_stdio() -> anyhow::Result<()> {
-    let service = UiblocksMcp.serve(rmcp::transport::stdio()).await?;
+pub async fn serve_stdio(server: UiblocksMcp) -> anyhow::Result<()> {
+    let service = server.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())
 }

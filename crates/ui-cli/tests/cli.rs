@@ -529,3 +529,58 @@ fn check_few_files_never_draw_a_bar() {
     assert_eq!(ui_cli::commands::check::PROGRESS_MIN_FILES, 8);
     assert!(ui_cli::commands::check::progress_bar(7).is_hidden());
 }
+
+#[test]
+fn check_registers_the_hosts_sources() {
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/conformance");
+    let reply = format!("{corpus}/ok-02-ci-live-runs.md");
+    // Without the host's sources every query is unknown.
+    let bare = run(&["check", "--format", "json", &reply]);
+    assert!(stdout(&bare).contains("unknown_query"), "{}", stdout(&bare));
+    // The corpus's hosts.json (argument schemas by source, as the driver takes them).
+    let hosts = format!("{corpus}/hosts.json");
+    let out = run(&["check", "--sources", &hosts, &reply]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // A sources.toml as the server reads it: arguments checked, result fields linted.
+    let toml = temp_file(
+        "sources.toml",
+        r#"
+[[source]]
+name = "ci.runs"
+sql = "SELECT name, status FROM ci_runs WHERE branch = :branch"
+args = { type = "object", required = ["branch"], properties = { branch = { type = "string", minLength = 1 } } }
+result = { type = "array", items = { type = "object", properties = { name = { type = "string" }, status = { type = "string" } } } }
+"#,
+    );
+    let block = temp_file(
+        "rows.md",
+        "```ui\n$runs = @Query(\"ci.runs\", {branch: \"main\"})\n\
+         $bad = @Query(\"ci.runs\", {branch: \"\"})\n\
+         <Table rows={$runs}><Column key=\"stauts\"/></Table>\n<Summary>{@Count($bad)}</Summary>\n```\n",
+    );
+    let out = run(&[
+        "check",
+        "--format",
+        "json",
+        "--sources",
+        toml.to_str().unwrap(),
+        block.to_str().unwrap(),
+    ]);
+    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let codes: Vec<&str> = findings
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["invalid_query", "unknown_column"], "{findings:?}");
+    assert_eq!(findings[1]["fix"]["text"], "status");
+    // A file that is not a sources file is a usage error.
+    let broken = temp_file("broken.toml", "[[source]]\nname = 1\n");
+    let out = run(&[
+        "check",
+        "--sources",
+        broken.to_str().unwrap(),
+        block.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -192,3 +192,49 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reply_checks_queries_against_the_hosts_sources() {
+    let hosts = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/conformance/hosts.json"
+    );
+    let reply = "```ui\n$runs = @Query(\"ci.runs\", {branch: \"main\"})\n\
+                 $bad = @Query(\"ci.runs\", {branch: \"\"})\n\
+                 <Summary>{@Count($runs)} {@Count($bad)}</Summary>\n```\n";
+    let mut codes_by_server = Vec::new();
+    for sources in [None, Some(hosts)] {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_uiblocks"));
+        command.arg("mcp");
+        if let Some(path) = sources {
+            command.args(["--sources", path]);
+        }
+        let client =
+            tokio::time::timeout(LIMIT, ().serve(TokioChildProcess::new(command).unwrap()))
+                .await
+                .expect("initialised in time")
+                .unwrap();
+        let result = tokio::time::timeout(
+            LIMIT,
+            client.call_tool(
+                CallToolRequestParams::new("check_reply")
+                    .with_arguments(args(json!({"text": reply}))),
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let structured = result.structured_content.unwrap();
+        let codes: Vec<String> = structured["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap().to_owned())
+            .collect();
+        codes_by_server.push(codes);
+        client.cancel().await.unwrap();
+    }
+    // Without sources both queries are unknown; with the host's, only the empty branch fails.
+    assert_eq!(codes_by_server[0], ["unknown_query", "unknown_query"]);
+    assert_eq!(codes_by_server[1], ["invalid_query"]);
+}

@@ -785,6 +785,15 @@ impl TomlSources {
         Ok(registry)
     }
 
+    /// The field names of the rows `name` answers, as its `result` schema lists them (the
+    /// `properties` of its `items`), or `None` when the source is not declared or its result
+    /// schema names no fields. `uiblocks check --sources` lints Table columns with them.
+    pub fn result_fields(&self, name: &str) -> Option<Vec<String>> {
+        let source = self.sources.iter().find(|s| s.name == name)?;
+        let properties = source.result.get("items")?.get("properties")?.as_object()?;
+        Some(properties.keys().cloned().collect())
+    }
+
     /// The argument schema of each source, for the agent's prompt.
     pub fn schemas(&self) -> Vec<SourceInfo> {
         self.sources

@@ -19,7 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value as Json, json};
 use ui_compiler::expr::parse_stop;
 use ui_compiler::{
-    Block, CompileOptions, Fence, Lint, LintFix, LintOptions, lint_block, scan_fences,
+    Block, CompileOptions, Fence, Lint, LintFix, LintOptions, QueryFields, QuerySchemas,
+    lint_block, scan_fences,
 };
 use ui_core::text::Utf16Map;
 use ui_core::{Code, Diagnostic, TextRange};
@@ -40,6 +41,63 @@ pub struct Located<'d> {
     pub column: usize,
 }
 
+/// The host's query sources for `check --sources`: the argument schemas that register them
+/// (so a `@Query` of a declared source is checked, not `unknown_query`) and, from a
+/// `sources.toml`, the fields of the rows each one answers (for `unknown_column`).
+#[derive(Debug, Default)]
+pub struct Sources {
+    schemas: ui_host::JsonSchemas,
+    fields: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl Sources {
+    /// Reads `path`: a `sources.toml` as `uiblocks serve` reads it (by its `.toml`
+    /// extension), else JSON, either `{"querySchemas": {source: schema}}` (the driver's and
+    /// the conformance corpus's `hosts.json`) or `{source: schema}`.
+    ///
+    /// # Errors
+    /// When the file cannot be read or is not a valid sources file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = read_source(path)?;
+        if path.extension().is_some_and(|e| e == "toml") {
+            let toml = ui_server::TomlSources::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let infos = toml.schemas();
+            let schemas: serde_json::Map<String, Json> = infos
+                .iter()
+                .map(|info| (info.name.clone(), info.args.clone()))
+                .collect();
+            let fields = infos
+                .iter()
+                .filter_map(|info| Some((info.name.clone(), toml.result_fields(&info.name)?)))
+                .collect();
+            return Ok(Sources {
+                schemas: ui_host::JsonSchemas::from_json(&Json::Object(schemas)),
+                fields,
+            });
+        }
+        let json: Json = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", path.display()))?;
+        let schemas = json.get("querySchemas").unwrap_or(&json);
+        if !schemas.is_object() {
+            anyhow::bail!(
+                "{}: expected an object of schemas by source",
+                path.display()
+            );
+        }
+        Ok(Sources {
+            schemas: ui_host::JsonSchemas::from_json(schemas),
+            fields: std::collections::HashMap::new(),
+        })
+    }
+}
+
+impl QueryFields for Sources {
+    fn fields(&self, source: &str) -> Option<Vec<String>> {
+        self.fields.get(source).cloned()
+    }
+}
+
 /// The result of checking one file.
 #[derive(Debug)]
 pub struct FileReport {
@@ -51,6 +109,8 @@ pub struct FileReport {
     pub fences: Vec<Fence>,
     /// Whether the file was checked as one block body.
     pub block_mode: bool,
+    /// The host's sources it was checked against, if any.
+    pub sources: Option<std::sync::Arc<Sources>>,
 }
 
 impl FileReport {
@@ -61,7 +121,18 @@ impl FileReport {
 
     /// Compiles `text` as a reply (or one block body), final or as a streaming preview.
     pub fn compile(text: String, source: &SourceArgs, is_final: bool) -> Self {
-        let blocks = compile_text(&text, source, is_final);
+        Self::with_sources(text, source, is_final, None)
+    }
+
+    /// As [`FileReport::compile`], with the host's query sources registered.
+    pub fn with_sources(
+        text: String,
+        source: &SourceArgs,
+        is_final: bool,
+        sources: Option<std::sync::Arc<Sources>>,
+    ) -> Self {
+        let schemas = sources.as_deref().map(|s| &s.schemas as &dyn QuerySchemas);
+        let blocks = compile_text(&text, source, is_final, schemas);
         let fences = if source.block {
             Vec::new()
         } else {
@@ -72,6 +143,7 @@ impl FileReport {
             blocks,
             fences,
             block_mode: source.block,
+            sources,
         }
     }
 
@@ -220,7 +292,12 @@ impl FileReport {
     /// The lints of block `index`.
     pub fn lints(&self, index: usize) -> Vec<Lint> {
         match self.block_source(index) {
-            Some((_, source)) => lint_block(&self.blocks[index], source, &LintOptions::default()),
+            Some((_, source)) => {
+                let options = LintOptions {
+                    query_fields: self.sources.as_deref().map(|s| s as &dyn QueryFields),
+                };
+                lint_block(&self.blocks[index], source, &options)
+            }
             None => Vec::new(),
         }
     }
@@ -600,6 +677,10 @@ pub fn progress_bar(total: usize) -> ProgressBar {
 /// # Errors
 /// When standard output fails.
 pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
+    let sources = match &args.sources {
+        Some(path) => Some(std::sync::Arc::new(Sources::load(path)?)),
+        None => None,
+    };
     let stdout = std::io::stdout();
     let on_screen = stdout.is_terminal();
     let renderer = if on_screen {
@@ -615,7 +696,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     for path in &args.files {
         let shown = path.display().to_string();
         bar.set_message(shown.clone());
-        let output = check_one(path, &shown, args, &renderer);
+        let output = check_one(path, &shown, args, &sources, &renderer);
         let mut write = || -> std::io::Result<()> {
             let mut out = stdout.lock();
             match &output {
@@ -677,10 +758,11 @@ fn check_one(
     path: &Path,
     shown: &str,
     args: &CheckArgs,
+    sources: &Option<std::sync::Arc<Sources>>,
     renderer: &Renderer,
 ) -> anyhow::Result<(Counts, String)> {
     let text = read_source(path)?;
-    let report = FileReport::new(text, &args.source);
+    let report = FileReport::with_sources(text, &args.source, true, sources.clone());
     let rendered = match args.format {
         CheckFormat::Human => render_human(&report, shown, renderer),
         CheckFormat::Json => format!("{}\n", render_json(&report, shown)),

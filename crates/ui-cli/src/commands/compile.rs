@@ -13,7 +13,7 @@ use crate::cli::{CompileArgs, FallbackArgs};
 /// When the file cannot be read or standard output fails.
 pub fn run_compile(args: &CompileArgs) -> anyhow::Result<u8> {
     let text = read_source(&args.file)?;
-    let blocks = compile_text(&text, &args.source, args.final_reply());
+    let blocks = compile_text(&text, &args.source, args.final_reply(), None);
     let fallback = if args.source.block {
         blocks
             .first()
@@ -41,7 +41,7 @@ pub fn run_compile(args: &CompileArgs) -> anyhow::Result<u8> {
 /// When the file cannot be read or standard output fails.
 pub fn run_fallback(args: &FallbackArgs) -> anyhow::Result<u8> {
     let text = read_source(&args.file)?;
-    let blocks = compile_text(&text, &args.source, true);
+    let blocks = compile_text(&text, &args.source, true, None);
     let fallback = if args.source.block {
         blocks
             .first()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ui_compiler::{Block, CompileOptions, UiCompiler, compile_block};
 
-use crate::cli::{Command, DriverArgs, SourceArgs};
+use crate::cli::{Command, DriverArgs, McpArgs, SourceArgs};
 
 pub mod catalog;
 pub mod check;
@@ -29,7 +29,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Driver(args) => run_driver(&args),
         Command::Serve(args) => serve::run(&args),
-        Command::Mcp => run_mcp(),
+        Command::Mcp(args) => run_mcp(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -40,12 +40,18 @@ pub fn run(command: Command) -> ExitCode {
     }
 }
 
-fn run_mcp() -> anyhow::Result<u8> {
+fn run_mcp(args: &McpArgs) -> anyhow::Result<u8> {
+    let sources = match &args.sources {
+        Some(path) => Some(std::sync::Arc::new(check::Sources::load(path)?)),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(crate::mcp::serve_stdio())?;
+    runtime.block_on(crate::mcp::serve_stdio(crate::mcp::UiblocksMcp::new(
+        sources,
+    )))?;
     Ok(0)
 }
 
@@ -86,12 +92,20 @@ pub fn read_source(path: &Path) -> anyhow::Result<String> {
 /// `milliseconds` budget (a host's guard against a slow machine) never cuts it short, and a
 /// file gives the same blocks and findings however loaded the machine is. Every other budget
 /// applies as in a host.
-pub fn compile_text(text: &str, source: &SourceArgs, is_final: bool) -> Vec<Arc<Block>> {
+/// `query_schemas` registers the host's sources; without them every `@Query` is
+/// `unknown_query`.
+pub fn compile_text(
+    text: &str,
+    source: &SourceArgs,
+    is_final: bool,
+    query_schemas: Option<&dyn ui_compiler::QuerySchemas>,
+) -> Vec<Arc<Block>> {
     let clock = ui_core::FrozenClock(0.0);
     let options = CompileOptions {
         is_final,
         fence_language: source.fence_language.clone(),
         clock: Some(&clock),
+        query_schemas,
         ..CompileOptions::default()
     };
     if source.block {

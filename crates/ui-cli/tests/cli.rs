@@ -26,6 +26,12 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().unwrap()
 }
 
+/// The findings of the first block of a `check --format json` of one file.
+fn first_block_findings(out: &Output) -> Vec<Json> {
+    let v: Json = serde_json::from_str(stdout(out).trim()).unwrap();
+    v["blocks"][0]["findings"].as_array().unwrap().clone()
+}
+
 /// `uiblocks <args>` running with piped standard input and output, as a driver host runs it.
 fn piped(args: &[&str]) -> std::process::Child {
     bin()
@@ -98,8 +104,7 @@ fn check_json_findings_have_severity_fix_and_cause() {
     let path = temp_file("json-findings.md", reply);
     let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let findings = first_block_findings(&out);
     let codes: Vec<&str> = findings
         .iter()
         .map(|f| f["code"].as_str().unwrap())
@@ -153,8 +158,7 @@ fn check_notes_follow_a_failed_tag_only_up_to_its_closing_tag() {
     let path = temp_file("owned.md", reply);
     let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let findings = first_block_findings(&out);
     let shape: Vec<(&str, Option<u64>, u64)> = findings
         .iter()
         .map(|f| {
@@ -186,8 +190,7 @@ fn check_orders_an_expression_error_where_its_braces_begin() {
     // about the braces still comes first, and `start` grows along the list.
     let path = temp_file("order.md", "```ui\n<Summary>{$nope + * 2}</Summary>\n```\n");
     let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
-    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let findings = first_block_findings(&out);
     let order: Vec<(&str, u64, u64)> = findings
         .iter()
         .map(|f| {
@@ -566,8 +569,7 @@ result = { type = "array", items = { type = "object", properties = { name = { ty
         toml.to_str().unwrap(),
         block.to_str().unwrap(),
     ]);
-    let v: Json = serde_json::from_str(stdout(&out).trim()).unwrap();
-    let findings = v["blocks"][0]["findings"].as_array().unwrap().clone();
+    let findings = first_block_findings(&out);
     let codes: Vec<&str> = findings
         .iter()
         .map(|f| f["code"].as_str().unwrap())

@@ -8,6 +8,7 @@ mod common;
 use axum::http::StatusCode;
 use common::*;
 use serde_json::json;
+use tower::ServiceExt as _;
 
 #[tokio::test]
 async fn every_answer_carries_nosniff_and_the_page_a_strict_policy() {
@@ -108,6 +109,36 @@ async fn a_duplicated_cursor_is_a_reset_not_a_bad_request() {
     assert_eq!(twice.status, StatusCode::OK, "{twice:?}");
     assert_eq!(twice.body["reset"]["reason"], "invalid");
     assert_eq!(twice.body["events"], json!([]));
+    // The stream reads the same parameters the same way: hello, then the reset `invalid`;
+    // so does an empty cursor on both (a cursor given but not parsing, sync.md §3.8).
+    for query in [
+        format!("cursor={cursor}&cursor={cursor}"),
+        "cursor=".to_owned(),
+    ] {
+        let response = app
+            .router
+            .clone()
+            .oneshot(
+                axum::http::Request::get(format!("/ui/events?{query}"))
+                    .header("cookie", &alice)
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut sse = Sse::new(response.into_body());
+        let within = std::time::Duration::from_secs(10);
+        assert_eq!(sse.next(within).await.unwrap().event, "hello", "{query}");
+        let reset = sse.next(within).await.unwrap();
+        assert_eq!(
+            (reset.event.as_str(), &reset.data["reason"]),
+            ("reset", &json!("invalid")),
+            "{query}"
+        );
+        let poll = app.get(&format!("/ui/poll?{query}"), &alice).await;
+        assert_eq!(poll.body["reset"]["reason"], "invalid", "{query}");
+    }
     // Once is still a cursor, and other parameters are ignored.
     let once = app
         .get(&format!("/ui/poll?cursor={cursor}&x=1"), &alice)
@@ -127,7 +158,6 @@ impl ui_server::Authenticator for Panics {
 
 #[tokio::test]
 async fn a_panic_answers_500_with_the_headers_of_every_answer() {
-    use tower::ServiceExt as _;
     let dir = TempDir::new("panic");
     let state = ui_server::AppState::builder(config(&dir))
         .authenticator(std::sync::Arc::new(Panics))

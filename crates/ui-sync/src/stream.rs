@@ -21,14 +21,19 @@ pub const STREAM_PROTOCOL: u64 = 1;
 
 /// The resume position of a connection: the `Last-Event-ID` header if present, else the
 /// `cursor` query parameter, else none. The header wins because a browser's automatic
-/// reconnect re-sends the URL it was built with together with the newest id it saw. Blank
-/// values count as absent.
+/// reconnect re-sends the URL it was built with together with the newest id it saw; a blank
+/// header counts as absent (a browser sends none after an empty id). A `cursor` parameter,
+/// once given, is the resume cursor as written, so a blank one (or a repeated one, which the
+/// server reads as blank) does not parse and is reset `invalid` (`sync.md` §3.8 step 3), as
+/// on `/ui/poll`.
 pub fn resume_cursor<'a>(
     last_event_id: Option<&'a str>,
     cursor_param: Option<&'a str>,
 ) -> Option<&'a str> {
-    let present = |s: Option<&'a str>| s.map(str::trim).filter(|s| !s.is_empty());
-    present(last_event_id).or_else(|| present(cursor_param))
+    last_event_id
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .or(cursor_param)
 }
 
 /// A connection's lifetime in ms: the stream lifetime plus `unit` (uniform in `[0, 1)`, from
@@ -79,7 +84,8 @@ impl ByeReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Frame {
-    /// `retry: <ms>`: the browser's own reconnect delay, sent once at the start.
+    /// `retry: <ms>`: the browser's own reconnect delay, sent once at the start, as the
+    /// first line of the `hello` frame's block.
     Retry {
         /// The delay in ms.
         ms: u64,
@@ -270,12 +276,14 @@ impl Frame {
         json.unwrap_or_default()
     }
 
-    /// The exact SSE text: `retry:` alone for [`Frame::Retry`]; otherwise `id:` (when the
-    /// frame has one), `event:`, one `data:` line, and the blank line that ends the frame.
+    /// The exact SSE text: for [`Frame::Retry`] the `retry:` line only, with no blank line,
+    /// so that it opens the block of the `hello` that always follows it (`sync.md` §4.2's
+    /// bytes); otherwise `id:` (when the frame has one), `event:`, one `data:` line, and the
+    /// blank line that ends the frame.
     pub fn to_sse(&self) -> String {
         let mut out = String::new();
         if let Frame::Retry { ms } = self {
-            let _ = write!(out, "retry: {ms}\n\n");
+            let _ = writeln!(out, "retry: {ms}");
             return out;
         }
         if let Some(id) = self.id() {
@@ -894,7 +902,7 @@ mod tests {
             Frame::Tick { cursor: c.clone() }.to_sse(),
             "id: mq3x7kd2pa4r.1093\nevent: tick\ndata: {\"cursor\":\"mq3x7kd2pa4r.1093\"}\n\n"
         );
-        assert_eq!(Frame::Retry { ms: 1000 }.to_sse(), "retry: 1000\n\n");
+        assert_eq!(Frame::Retry { ms: 1000 }.to_sse(), "retry: 1000\n");
         assert_eq!(
             Frame::Bye {
                 reason: ByeReason::Rotate,

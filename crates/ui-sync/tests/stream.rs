@@ -104,6 +104,9 @@ fn resume_cursor_prefers_last_event_id_over_the_cursor_parameter() {
     assert_eq!(resume_cursor(Some(" "), Some(param)), Some(param));
     assert_eq!(resume_cursor(Some(header), None), Some(header));
     assert_eq!(resume_cursor(None, None), None);
+    // A blank parameter is a cursor that does not parse, not an absent one.
+    assert_eq!(resume_cursor(None, Some("")), Some(""));
+    assert_eq!(resume_cursor(Some(""), Some(" ")), Some(" "));
 
     // The connection says hello at the header's position.
     let mut c = StreamConn::new(
@@ -138,7 +141,7 @@ fn start_without_a_cursor_says_hello_at_the_head_exactly() {
     let text: String = frames.iter().map(Frame::to_sse).collect();
     assert_eq!(
         text,
-        "retry: 1000\n\n\
+        "retry: 1000\n\
          id: mq3x7kd2pa4r.1042\nevent: hello\n\
          data: {\"v\":1,\"epoch\":\"mq3x7kd2pa4r\",\"cursor\":\"mq3x7kd2pa4r.1042\",\"tickMs\":15000}\n\n"
     );

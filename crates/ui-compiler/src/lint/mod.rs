@@ -529,7 +529,7 @@ impl<'a> Linter<'a> {
     /// known, or `@Filter` of those.
     fn row_fields(&self, table: &Node) -> Option<Vec<String>> {
         if let Some(rows) = table.props.get("rows") {
-            return fields_of(rows);
+            return fields_of_rows(rows);
         }
         let mut expr = table.expressions.get("rows")?;
         loop {
@@ -537,18 +537,14 @@ impl<'a> Linter<'a> {
                 Expr::Call { name, args } if name == "Filter" && !args.is_empty() => {
                     expr = &args[0];
                 }
-                Expr::Array(_) | Expr::Literal(_) => {
-                    return record_keys(expr).filter(|fields| !fields.is_empty());
-                }
+                Expr::Array(items) if !items.is_empty() => return record_keys(expr),
+                Expr::Literal(rows) => return fields_of_rows(rows),
                 Expr::Reference(name) => {
                     if let Some(value) = self.block.defaults.get(name) {
-                        let mut fields = fields_of(value)?;
+                        let mut fields = fields_of_rows(value)?;
                         for set in sets(&self.block.nodes, name) {
-                            for key in record_keys(set)? {
-                                if !fields.contains(&key) {
-                                    fields.push(key);
-                                }
-                            }
+                            let keys = record_keys(set)?;
+                            add_keys(&mut fields, keys.iter().map(String::as_str));
                         }
                         return Some(fields);
                     }
@@ -733,31 +729,22 @@ fn collect_columns<'n>(children: &'n [Node], out: &mut Vec<&'n Node>) {
     }
 }
 
-/// The keys of an array of records written as an expression (`[{name: $n}]`, or a literal
-/// read from the wire), or `None` when an item is not a record literal.
+/// The keys of an array of records written as an expression: an array literal of record
+/// literals (`[{name: $n}]`: the values may be computed, the keys are written) or a literal
+/// read from the wire; `None` when an item is not a record.
 fn record_keys(expr: &Expr) -> Option<Vec<String>> {
-    let mut fields: Vec<String> = Vec::new();
-    let mut add = |key: &str| {
-        if !fields.iter().any(|f| f == key) {
-            fields.push(key.to_owned());
-        }
+    let Expr::Array(items) = expr else {
+        return fields_of(expr.as_literal()?);
     };
-    match expr {
-        Expr::Literal(value) => {
-            for item in value.as_array()? {
-                item.as_record()?.keys().for_each(|k| add(k));
+    let mut fields = Vec::new();
+    for item in items {
+        match item {
+            Expr::Object(entries) => add_keys(&mut fields, entries.iter().map(|(k, _)| k.as_str())),
+            Expr::Literal(value) => {
+                add_keys(&mut fields, value.as_record()?.keys().map(String::as_str));
             }
+            _ => return None,
         }
-        Expr::Array(items) => {
-            for item in items {
-                match item {
-                    Expr::Object(entries) => entries.iter().for_each(|(k, _)| add(k)),
-                    Expr::Literal(value) => value.as_record()?.keys().for_each(|k| add(k)),
-                    _ => return None,
-                }
-            }
-        }
-        _ => return None,
     }
     Some(fields)
 }
@@ -780,19 +767,27 @@ fn sets<'n>(nodes: &'n [Node], name: &str) -> Vec<&'n Expr> {
     out
 }
 
-/// The union of the field names of `rows` when it is a non-empty array of records.
+/// The fields of `rows` when it is an array of at least one record (no rows say nothing of
+/// their fields).
+fn fields_of_rows(rows: &Value) -> Option<Vec<String>> {
+    rows.as_array().filter(|r| !r.is_empty())?;
+    fields_of(rows)
+}
+
+/// The union of the field names of `rows` when it is an array of records.
 fn fields_of(rows: &Value) -> Option<Vec<String>> {
-    let items = rows.as_array()?;
-    if items.is_empty() {
-        return None;
-    }
-    let mut fields: Vec<String> = Vec::new();
-    for item in items {
-        for key in item.as_record()?.keys() {
-            if !fields.contains(key) {
-                fields.push(key.clone());
-            }
-        }
+    let mut fields = Vec::new();
+    for item in rows.as_array()? {
+        add_keys(&mut fields, item.as_record()?.keys().map(String::as_str));
     }
     Some(fields)
+}
+
+/// Adds to `fields` each of `keys` it does not hold yet, in order.
+fn add_keys<'k>(fields: &mut Vec<String>, keys: impl Iterator<Item = &'k str>) {
+    for key in keys {
+        if !fields.iter().any(|f| f == key) {
+            fields.push(key.to_owned());
+        }
+    }
 }

@@ -51,6 +51,16 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// [`Sources::load`] of `path` when given, shared by every file (or tool call) checked.
+    ///
+    /// # Errors
+    /// As [`Sources::load`].
+    pub fn load_shared(path: Option<&Path>) -> anyhow::Result<Option<std::sync::Arc<Sources>>> {
+        path.map(Sources::load)
+            .transpose()
+            .map(|s| s.map(std::sync::Arc::new))
+    }
+
     /// Reads `path`: a `sources.toml` as `uiblocks serve` reads it (by its `.toml`
     /// extension), else JSON, either `{"querySchemas": {source: schema}}` (the driver's and
     /// the conformance corpus's `hosts.json`) or `{source: schema}`.
@@ -677,10 +687,7 @@ pub fn progress_bar(total: usize) -> ProgressBar {
 /// # Errors
 /// When standard output fails.
 pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
-    let sources = match &args.sources {
-        Some(path) => Some(std::sync::Arc::new(Sources::load(path)?)),
-        None => None,
-    };
+    let sources = Sources::load_shared(args.sources.as_deref())?;
     let stdout = std::io::stdout();
     let on_screen = stdout.is_terminal();
     let renderer = if on_screen {

@@ -41,10 +41,7 @@ pub fn run(command: Command) -> ExitCode {
 }
 
 fn run_mcp(args: &McpArgs) -> anyhow::Result<u8> {
-    let sources = match &args.sources {
-        Some(path) => Some(std::sync::Arc::new(check::Sources::load(path)?)),
-        None => None,
-    };
+    let sources = check::Sources::load_shared(args.sources.as_deref())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -540,7 +540,8 @@ fn check_registers_the_hosts_sources() {
     // Without the host's sources every query is unknown.
     let bare = run(&["check", "--format", "json", &reply]);
     assert!(stdout(&bare).contains("unknown_query"), "{}", stdout(&bare));
-    // The corpus's hosts.json (argument schemas by source, as the driver takes them).
+    // The corpus's hosts.json (argument schemas by source, as the driver takes them): the
+    // README's example of `check --sources`.
     let hosts = format!("{corpus}/hosts.json");
     let out = run(&["check", "--sources", &hosts, &reply]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));

@@ -136,12 +136,12 @@ pub fn has_fence(text: &str, language: &str) -> bool {
     // and at the end.
     let is_break = |c: char| matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}');
     let ends_line = |rest: &str| rest.chars().next().is_none_or(is_break);
-    let line_starts = std::iter::once(0).chain(
+    let mut line_starts = std::iter::once(0).chain(
         text.char_indices()
             .filter(|&(_, c)| is_break(c))
             .map(|(i, c)| i + c.len_utf8()),
     );
-    line_starts.into_iter().any(|start| {
+    line_starts.any(|start| {
         let line = &text[start..];
         let indent = line.bytes().take(4).take_while(|&c| c == b' ').count();
         if indent > 3 {

@@ -1102,3 +1102,26 @@ proptest! {
         prop_assert_eq!(ok, count <= 16_384);
     }
 }
+
+#[test]
+fn every_optional_prop_says_what_leaving_it_out_means() {
+    for component in catalog::components() {
+        for prop in component.props() {
+            let one_of =
+                component.name() == "Image" && ["attachment", "generated"].contains(&prop.name());
+            let expected = !prop.required() && !one_of;
+            assert_eq!(
+                prop.when_absent().is_some(),
+                expected,
+                "{}.{}",
+                component.name(),
+                prop.name()
+            );
+        }
+    }
+    let progress = catalog::lookup("Progress").unwrap();
+    assert_eq!(
+        progress.prop("max").unwrap().when_absent(),
+        Some("the value is read as a percentage")
+    );
+}

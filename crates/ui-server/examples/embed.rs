@@ -90,11 +90,7 @@ impl Authenticator for ShopAuth {
     async fn principal(&self, parts: &Parts) -> Option<Principal> {
         let (user, session) = self.0.get(cookie_value(parts, SHOP_COOKIE)?)?;
         let shop = USERS.iter().find(|(id, _)| *id == user)?.1;
-        Some(Principal {
-            user_id: user.to_owned(),
-            projects: vec![shop.to_owned()],
-            session,
-        })
+        Some(Principal::new(user, vec![shop.to_owned()], session))
     }
 }
 

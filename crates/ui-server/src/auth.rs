@@ -19,13 +19,23 @@ use crate::limits::{AUTH_TIMEOUT, MAX_DEMO_SESSIONS};
 use crate::routes::LoggedUser;
 use crate::state::AppState;
 
-/// A signed-in person: their id, the projects they belong to (most recently used first),
-/// and the session the request came with (streams and poll rates are counted per session).
+/// A signed-in person: their id, the organisations and projects they belong to (projects
+/// most recently used first), and the session the request came with (streams and poll
+/// rates are counted per session).
+///
+/// Build one with [`Principal::new`] (and [`Principal::with_orgs`]): the struct is
+/// `#[non_exhaustive]`, so what it learns to carry later does not break an authenticator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Principal {
     /// The user id.
     pub user_id: String,
+    /// The organisations the user is a member of: change events of audience `org:<id>`
+    /// reach the user (`sync.md` §5.1). Authorization of reads and chats goes by projects.
+    /// Sent to clients only when there are some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orgs: Vec<String>,
     /// The projects the user is a member of.
     pub projects: Vec<String>,
     /// The session id (never sent back to clients).
@@ -34,12 +44,36 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The audience set of `sync.md` §5.1: `user:<self>`, `project:<id>` for each project,
-    /// and `global`, at most `audienceEntries` entries.
+    /// `user_id`, a member of `projects` (most recently used first) and of no organisation,
+    /// signed in with `session`.
+    pub fn new(
+        user_id: impl Into<String>,
+        projects: Vec<String>,
+        session: impl Into<String>,
+    ) -> Self {
+        Principal {
+            user_id: user_id.into(),
+            orgs: Vec::new(),
+            projects,
+            session: session.into(),
+        }
+    }
+
+    /// The same principal, a member of the organisations `orgs`.
+    #[must_use]
+    pub fn with_orgs(mut self, orgs: Vec<String>) -> Self {
+        self.orgs = orgs;
+        self
+    }
+
+    /// The audience set of `sync.md` §5.1: `user:<self>`, `org:<id>` for each organisation,
+    /// `project:<id>` for each project, and `global`, at most `audienceEntries` entries
+    /// (projects beyond that are left out, the least recently used first).
     pub fn audiences(&self, limits: &SyncLimits) -> AudienceSet {
         let max = usize::try_from(limits.audience_entries()).unwrap_or(usize::MAX);
         AudienceSet::new(
             std::iter::once(Audience::user(&self.user_id))
+                .chain(self.orgs.iter().map(|o| Audience::org(o)))
                 .chain(self.projects.iter().map(|p| Audience::project(p))),
             max,
         )
@@ -182,11 +216,7 @@ impl DemoAuth {
             .get(user.id)
             .cloned()
             .unwrap_or_else(|| user.projects.iter().map(|p| (*p).to_owned()).collect());
-        Principal {
-            user_id: user.id.to_owned(),
-            projects,
-            session: session.to_owned(),
-        }
+        Principal::new(user.id, projects, session)
     }
 
     /// Adds the demo user `user` to `project` (`member`) or removes them from it; whether
@@ -308,10 +338,38 @@ mod tests {
     }
 
     #[test]
+    fn the_audience_set_holds_the_user_the_orgs_the_projects_and_global() {
+        let principal = Principal::new("dave", vec!["web".into(), "ops".into(), "db".into()], "s")
+            .with_orgs(vec!["acme".into(), "globex".into()]);
+        let all = principal.audiences(&SyncLimits::DEFAULT);
+        for audience in [
+            Audience::user("dave"),
+            Audience::org("acme"),
+            Audience::org("globex"),
+            Audience::project("web"),
+            Audience::project("db"),
+            Audience::global(),
+        ] {
+            assert!(all.contains(&audience), "{audience}");
+        }
+        assert_eq!(all.len(), 7);
+        assert!(!all.contains(&Audience::project("acme")));
+        assert!(!all.contains(&Audience::user("acme")));
+        // Over `audienceEntries`, the least recently used projects go first; orgs stay.
+        let limits = SyncLimits::DEFAULT.with("audienceEntries", 5).unwrap();
+        let cut = principal.audiences(&limits);
+        assert_eq!(cut.len(), 5);
+        assert!(cut.contains(&Audience::org("globex")));
+        assert!(cut.contains(&Audience::project("web")));
+        assert!(!cut.contains(&Audience::project("ops")));
+    }
+
+    #[test]
     fn demo_logins_know_two_users() {
         let auth = DemoAuth::new();
         let (alice, _) = auth.login("alice").unwrap();
         assert_eq!(alice.projects, ["web"]);
+        assert!(alice.orgs.is_empty());
         assert!(auth.login("mallory").is_none());
         assert!(auth.logout(&alice.session));
         assert!(!auth.logout(&alice.session));

@@ -106,9 +106,11 @@ const KEYS: &[(&str, Kind)] = &[
     ("auth.jwt.audience", Kind::Str),
     ("auth.jwt.leeway", Kind::Duration),
     ("auth.jwt.projects_claim", Kind::Str),
+    ("auth.jwt.orgs_claim", Kind::Str),
     ("auth.jwt.cookie", Kind::Str),
     ("auth.proxy.user_header", Kind::Str),
     ("auth.proxy.projects_header", Kind::Str),
+    ("auth.proxy.orgs_header", Kind::Str),
     ("auth.proxy.secret_header", Kind::Str),
     ("auth.proxy.secret", Kind::Str),
     ("metrics.enabled", Kind::Bool),
@@ -434,6 +436,7 @@ struct JwtSection {
     #[serde(deserialize_with = "duration")]
     leeway: Option<Duration>,
     projects_claim: Option<String>,
+    orgs_claim: Option<String>,
     cookie: Option<String>,
 }
 
@@ -442,6 +445,7 @@ struct JwtSection {
 struct ProxySection {
     user_header: Option<String>,
     projects_header: Option<String>,
+    orgs_header: Option<String>,
     secret_header: Option<String>,
     secret: Option<String>,
 }
@@ -606,6 +610,9 @@ impl FileConfig {
                 if let Some(claim) = jwt.projects_claim {
                     out.projects_claim = claim;
                 }
+                if let Some(claim) = jwt.orgs_claim {
+                    out.orgs_claim = claim;
+                }
                 out.cookie = jwt.cookie;
                 AuthConfig::Jwt(out)
             }
@@ -620,6 +627,9 @@ impl FileConfig {
                 }
                 if let Some(h) = proxy.projects_header {
                     out.projects_header = h.to_ascii_lowercase();
+                }
+                if let Some(h) = proxy.orgs_header {
+                    out.orgs_header = h.to_ascii_lowercase();
                 }
                 if let Some(h) = proxy.secret_header {
                     out.secret_header = h.to_ascii_lowercase();
@@ -721,6 +731,7 @@ issuer = "https://login.example"
 audience = "uiblocks"
 leeway = "10s"
 projects_claim = "teams"
+orgs_claim = "tenants"
 cookie = "app_token"
 "#;
 
@@ -747,6 +758,7 @@ cookie = "app_token"
         assert_eq!(jwt.audience.as_deref(), Some("uiblocks"));
         assert_eq!(jwt.leeway, Duration::from_secs(10));
         assert_eq!(jwt.projects_claim, "teams");
+        assert_eq!(jwt.orgs_claim, "tenants");
         assert_eq!(jwt.cookie.as_deref(), Some("app_token"));
     }
 
@@ -827,6 +839,7 @@ cookie = "app_token"
                 ("UIBLOCKS_LIMITS_HOST_READSLOTS", "2"),
                 ("UIBLOCKS_AUTH_MODE", "proxy"),
                 ("UIBLOCKS_AUTH_PROXY_SECRET", "0123456789abcdef0123"),
+                ("UIBLOCKS_AUTH_PROXY_ORGS_HEADER", "X-Tenants"),
             ]),
         )
         .unwrap();
@@ -839,6 +852,7 @@ cookie = "app_token"
         };
         assert!(proxy.secret.matches(b"0123456789abcdef0123"));
         assert_eq!(proxy.user_header, "x-uiblocks-user");
+        assert_eq!(proxy.orgs_header, "x-tenants");
     }
 
     fn error(text: &str, vars: &[(&str, &str)]) -> String {

@@ -103,12 +103,16 @@ pub struct JwtConfig {
     pub leeway: Duration,
     /// The claim holding the user's projects: an array of strings. Default `projects`.
     pub projects_claim: String,
+    /// The claim holding the user's organisations: an array of strings; a token without it
+    /// is in no organisation. Default `orgs`.
+    pub orgs_claim: String,
     /// A cookie that may carry the token instead of `Authorization: Bearer`.
     pub cookie: Option<String>,
 }
 
 impl JwtConfig {
-    /// HS256 with `secret`, no issuer or audience, 30 s leeway, claim `projects`, no cookie.
+    /// HS256 with `secret`, no issuer or audience, 30 s leeway, claims `projects` and `orgs`,
+    /// no cookie.
     pub fn hs256(secret: impl Into<String>) -> Self {
         JwtConfig {
             algorithm: JwtAlgorithm::Hs256,
@@ -117,6 +121,7 @@ impl JwtConfig {
             audience: None,
             leeway: Duration::from_secs(30),
             projects_claim: "projects".into(),
+            orgs_claim: "orgs".into(),
             cookie: None,
         }
     }
@@ -131,6 +136,9 @@ pub struct ProxyConfig {
     /// The header listing the user's projects, comma-separated. Default
     /// `x-uiblocks-projects`.
     pub projects_header: String,
+    /// The header listing the user's organisations, comma-separated; absent, the user is in
+    /// none. Default `x-uiblocks-orgs`.
+    pub orgs_header: String,
     /// The header carrying the shared secret. Default `x-uiblocks-proxy-secret`.
     pub secret_header: String,
     /// The shared secret (give it through `UIBLOCKS_AUTH_PROXY_SECRET`).
@@ -143,6 +151,7 @@ impl ProxyConfig {
         ProxyConfig {
             user_header: "x-uiblocks-user".into(),
             projects_header: "x-uiblocks-projects".into(),
+            orgs_header: "x-uiblocks-orgs".into(),
             secret_header: "x-uiblocks-proxy-secret".into(),
             secret: Secret::new(secret),
         }
@@ -151,16 +160,18 @@ impl ProxyConfig {
 
 /// Signed JWTs from `Authorization: Bearer <token>` or a named cookie. The signature, `exp`
 /// (required), `nbf`, `iss` and `aud` are checked; the user is `sub`, the projects are the
-/// configured claim (both required), the session is `jti` when present, else the user.
+/// configured claim (both required), the organisations the configured claim (optional), the
+/// session is `jti` when present, else the user.
 ///
-/// A token's projects are fixed when it is signed, so [`Authenticator::refresh`] answers
-/// `None`: an open event stream keeps the projects of the token it was opened with until
-/// it reconnects with a newer token (an `audience-changed` event does not widen or narrow
+/// A token's projects and organisations are fixed when it is signed, so
+/// [`Authenticator::refresh`] answers `None`: an open event stream keeps the memberships of
+/// the token it was opened with until it reconnects with a newer token (an `audience-changed` event does not widen or narrow
 /// it). Short-lived tokens bound how long a removed member keeps reading.
 pub struct JwtAuth {
     keys: Keys,
     validation: Validation,
     projects_claim: String,
+    orgs_claim: String,
     cookie: Option<String>,
 }
 
@@ -173,6 +184,7 @@ impl std::fmt::Debug for JwtAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwtAuth")
             .field("projects_claim", &self.projects_claim)
+            .field("orgs_claim", &self.orgs_claim)
             .field("cookie", &self.cookie)
             .finish_non_exhaustive()
     }
@@ -257,6 +269,7 @@ impl JwtAuth {
             keys,
             validation,
             projects_claim: config.projects_claim.clone(),
+            orgs_claim: config.orgs_claim.clone(),
             cookie: config.cookie.clone(),
         })
     }
@@ -308,24 +321,41 @@ impl JwtAuth {
             .filter(|s| !s.is_empty())
             .ok_or("no sub")?
             .to_owned();
-        let projects = claims
-            .get(&self.projects_claim)
-            .and_then(|v| v.as_array())
-            .ok_or_else(|| format!("no {} claim", self.projects_claim))?
-            .iter()
-            .map(|p| p.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| format!("{} holds a non-string", self.projects_claim))?;
+        let projects = strings(&claims, &self.projects_claim)?
+            .ok_or_else(|| format!("no {} claim", self.projects_claim))?;
+        let orgs = strings(&claims, &self.orgs_claim)?.unwrap_or_default();
         let session = match claims.get("jti").and_then(|v| v.as_str()) {
             Some(jti) => format!("jwt:{jti}"),
             None => format!("jwt-user:{user_id}"),
         };
         Ok(Principal {
             user_id,
+            orgs,
             projects,
             session,
         })
     }
+}
+
+/// The claim `name` as a list of strings: `None` when the token has no such claim, an error
+/// when it holds anything but an array of strings.
+fn strings(
+    claims: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Result<Option<Vec<String>>, String> {
+    let Some(value) = claims.get(name) else {
+        return Ok(None);
+    };
+    value
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .map(|p| p.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+        })
+        .map(Some)
+        .ok_or_else(|| format!("{name} is not an array of strings"))
 }
 
 #[async_trait]
@@ -342,11 +372,11 @@ impl Authenticator for JwtAuth {
     }
 }
 
-/// A trusted reverse proxy signs users in: it sets the user and projects headers and the
-/// shared secret header; a request without the right secret (compared in constant time)
-/// is `401`, whatever else it carries. The session is the user. The projects come with
-/// every request, so [`Authenticator::refresh`] answers `None` (a stream keeps the projects
-/// it was opened with until it reconnects).
+/// A trusted reverse proxy signs users in: it sets the user, projects and organisations
+/// headers and the shared secret header; a request without the right secret (compared in
+/// constant time) is `401`, whatever else it carries. The session is the user. The memberships come with
+/// every request, so [`Authenticator::refresh`] answers `None` (a stream keeps the
+/// memberships it was opened with until it reconnects).
 #[derive(Debug)]
 pub struct ProxyAuth {
     config: ProxyConfig,
@@ -384,18 +414,25 @@ impl Authenticator for ProxyAuth {
         if user_id.is_empty() {
             return None;
         }
-        let projects = match header(&self.config.projects_header) {
-            Some(v) => std::str::from_utf8(v)
-                .ok()?
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            None => Vec::new(),
+        let list = |name: &str| -> Option<Vec<String>> {
+            match header(name) {
+                Some(v) => Some(
+                    std::str::from_utf8(v)
+                        .ok()?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                ),
+                None => Some(Vec::new()),
+            }
         };
+        let projects = list(&self.config.projects_header)?;
+        let orgs = list(&self.config.orgs_header)?;
         Some(Principal {
             user_id: user_id.to_owned(),
+            orgs,
             projects,
             session: format!("proxy-user:{user_id}"),
         })

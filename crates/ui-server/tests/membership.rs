@@ -171,11 +171,11 @@ struct HeaderAuth;
 impl ui_server::Authenticator for HeaderAuth {
     async fn principal(&self, parts: &axum::http::request::Parts) -> Option<ui_server::Principal> {
         let user = parts.headers.get("x-user")?.to_str().ok()?.to_owned();
-        Some(ui_server::Principal {
-            session: format!("s-{user}"),
-            user_id: user,
-            projects: vec!["web".into()],
-        })
+        Some(ui_server::Principal::new(
+            user.clone(),
+            vec!["web".into()],
+            format!("s-{user}"),
+        ))
     }
 }
 
@@ -234,11 +234,11 @@ impl TableAuth {
 
     fn principal_of(&self, user: &str) -> Option<ui_server::Principal> {
         let projects = self.projects.lock().unwrap().get(user)?.clone();
-        Some(ui_server::Principal {
-            session: format!("s-{user}"),
-            user_id: user.to_owned(),
+        Some(ui_server::Principal::new(
+            user,
             projects,
-        })
+            format!("s-{user}"),
+        ))
     }
 }
 

@@ -153,11 +153,11 @@ struct ProxyAuth;
 impl Authenticator for ProxyAuth {
     async fn principal(&self, parts: &Parts) -> Option<Principal> {
         let user = parts.headers.get("x-user")?.to_str().ok()?.to_owned();
-        Some(Principal {
-            session: format!("proxy:{user}"),
-            projects: vec!["web".into()],
-            user_id: user,
-        })
+        Some(Principal::new(
+            user.clone(),
+            vec!["web".into()],
+            format!("proxy:{user}"),
+        ))
     }
 }
 

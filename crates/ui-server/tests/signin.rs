@@ -146,6 +146,14 @@ async fn hs256_tokens_sign_in_and_bad_ones_are_401_without_reaching_the_log() {
     assert_eq!(ok.status, StatusCode::OK, "{ok:?}");
     assert_eq!(ok.body["userId"], "carol");
     assert_eq!(ok.body["projects"], json!(["web"]));
+    assert_eq!(
+        ok.body.get("orgs"),
+        None,
+        "no orgs claim: in no organisation"
+    );
+    let in_orgs = hs256(&with(claims(), "orgs", json!(["acme", "globex"])), SECRET);
+    let ok = me(&app, &[("authorization", &format!("Bearer {in_orgs}"))]).await;
+    assert_eq!(ok.body["orgs"], json!(["acme", "globex"]), "{ok:?}");
     // The same token in the named cookie.
     let cookie = format!("other=1; app_token={good}");
     let ok = me(&app, &[("cookie", &cookie)]).await;
@@ -187,6 +195,14 @@ async fn hs256_tokens_sign_in_and_bad_ones_are_401_without_reaching_the_log() {
         ),
         ("no sub", hs256(&without(claims(), "sub"), SECRET)),
         ("no projects", hs256(&without(claims(), "projects"), SECRET)),
+        (
+            "orgs not a list",
+            hs256(&with(claims(), "orgs", json!("acme")), SECRET),
+        ),
+        (
+            "orgs holding a number",
+            hs256(&with(claims(), "orgs", json!(["acme", 7])), SECRET),
+        ),
         ("no exp", hs256(&without(claims(), "exp"), SECRET)),
         ("no aud", hs256(&without(claims(), "aud"), SECRET)),
         ("garbage", "not.a.token".to_owned()),
@@ -230,12 +246,15 @@ async fn eddsa_tokens_verify_with_a_pem_file_and_a_jwks_file() {
         config.algorithm = JwtAlgorithm::EdDsa;
         config.key = key.clone();
         config.projects_claim = "teams".into();
+        config.orgs_claim = "tenants".into();
         let app = app_with(AuthConfig::Jwt(config)).await;
         let claims = with(claims(), "teams", json!(["ops", "web"]));
+        let claims = with(claims, "tenants", json!(["acme"]));
         let token = ed25519_token(&claims, Some("test-1"));
         let ok = me(&app, &[("authorization", &format!("Bearer {token}"))]).await;
         assert_eq!(ok.status, StatusCode::OK, "{key:?}: {ok:?}");
         assert_eq!(ok.body["projects"], json!(["ops", "web"]));
+        assert_eq!(ok.body["orgs"], json!(["acme"]));
         // An HS256 token is refused by an EdDSA server, whatever its secret.
         let hs = hs256(&claims, SECRET);
         assert_refused(
@@ -299,6 +318,7 @@ async fn the_proxy_headers_count_only_with_the_shared_secret() {
         &[
             ("x-uiblocks-user", "dave"),
             ("x-uiblocks-projects", "web, ops"),
+            ("x-uiblocks-orgs", "acme,, globex "),
             ("x-uiblocks-proxy-secret", secret),
         ],
     )
@@ -306,7 +326,8 @@ async fn the_proxy_headers_count_only_with_the_shared_secret() {
     assert_eq!(ok.status, StatusCode::OK, "{ok:?}");
     assert_eq!(ok.body["userId"], "dave");
     assert_eq!(ok.body["projects"], json!(["web", "ops"]));
-    // No projects header: signed in, in no project.
+    assert_eq!(ok.body["orgs"], json!(["acme", "globex"]));
+    // No projects or orgs header: signed in, in no project and no organisation.
     let ok = me(
         &app,
         &[
@@ -316,6 +337,7 @@ async fn the_proxy_headers_count_only_with_the_shared_secret() {
     )
     .await;
     assert_eq!(ok.body["projects"], json!([]));
+    assert_eq!(ok.body.get("orgs"), None);
     for (what, headers) in [
         ("no secret", vec![("x-uiblocks-user", "dave")]),
         (
@@ -336,6 +358,67 @@ async fn the_proxy_headers_count_only_with_the_shared_secret() {
     ] {
         assert_refused(&me(&app, &headers).await, what);
     }
+}
+
+/// `sync.md` §5.1: the audience set holds `org:<id>` for each of the principal's
+/// organisations, so an event of an organisation's data reaches its members' feeds and no
+/// one else's.
+#[tokio::test]
+async fn an_orgs_events_reach_its_members_and_nobody_else() {
+    let secret = "proxy-secret-0123456789";
+    let app = app_with(AuthConfig::Proxy(ProxyConfig::new(secret))).await;
+    let poll = |user: &'static str, orgs: &'static str, cursor: String| {
+        let app = &app;
+        async move {
+            let req = Request::get(format!("/ui/poll?cursor={cursor}"))
+                .header("x-uiblocks-user", user)
+                .header("x-uiblocks-orgs", orgs)
+                .header("x-uiblocks-proxy-secret", secret)
+                .body(Body::empty())
+                .unwrap();
+            let answer = app.send(req).await;
+            assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+            answer.body
+        }
+    };
+    let start = poll("dave", "acme", String::new()).await["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let record = |org: &str| ui_sync::ChangeDraft {
+        source: "ci.runs".into(),
+        audience: Some(ui_sync::Audience::org(org)),
+        key: Some("branch:main".into()),
+        rs: None,
+    };
+    let mut seqs = Vec::new();
+    for org in ["acme", "globex"] {
+        seqs.push(
+            app.state
+                .sync()
+                .record_and_wait(record(org))
+                .await
+                .unwrap()
+                .seq
+                .0,
+        );
+    }
+    let seen = |body: Json| -> Vec<u64> {
+        assert_eq!(body["reset"], Json::Null, "{body}");
+        body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seen(poll("dave", "acme", start.clone()).await), [seqs[0]]);
+    assert_eq!(seen(poll("erin", "globex", start.clone()).await), [seqs[1]]);
+    assert_eq!(
+        seen(poll("frank", "globex, acme", start.clone()).await),
+        seqs
+    );
+    assert_eq!(seen(poll("gina", "", start).await), [0_u64; 0]);
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ $runs = @Query("ci.runs", {branch: $branch, limit: 10})
 <Summary tone="info" badge="live">CI runs on {$branch}</Summary>
 <Segmented value={$branch}><Option value="main">main</Option><Option value="dev">dev</Option></Segmented>
 <Stats><Stat label="Runs" value={@Count($runs)}/><Stat label="Failed" value={@Count(@Filter($runs, r, r.status == "failed"))}/></Stats>
-<Table rows={$runs}><Column key="name" title="Run" as="file"/><Column key="status" title="Status" as="tag"/></Table>
+<Table rows={$runs}><Column key="name" title="Run"/><Column key="status" title="Status" as="tag"/></Table>
 <Callout tone="warning" title="Flaky test">The login test failed twice this week. It is marked <Tag tone="danger">flaky</Tag> and being looked at.</Callout>
 <Progress value={7} max={10}>Release checklist</Progress>
 <Steps><Step state="done" detail="41 s">Build</Step><Step state="done">Unit tests</Step><Step state="running" detail="e2e">Integration tests</Step><Step state="pending">Deploy</Step><Step state="skipped">Notify</Step></Steps>
@@ -97,7 +97,7 @@ const OPS_REPLY: &str = r#"The **ops** deploys:
 $branch = "main"
 $runs = @Query("ci.runs", {branch: $branch})
 <Summary tone="neutral">Deploys on {$branch}: {@Count($runs)}</Summary>
-<Table rows={$runs}/>
+<Table rows={$runs}><Column key="name" title="Deploy"/><Column key="status" title="Status" as="tag"/></Table>
 ```
 "#;
 

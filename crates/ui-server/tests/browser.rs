@@ -623,7 +623,7 @@ async fn flow(client: &Client, server: &DemoServer, axe: &str) {
         "the inserted run on the page",
         LIVE.saturating_sub(write_ms),
         RUNS_BLOCK,
-        |b| rows(b) == [row("web build 2", "failed"), row(&name, "passed")],
+        |b| rows(b) == [row(&name, "passed"), row("web build 2", "failed")],
     )
     .await;
     let shown_after = write_started.elapsed();
@@ -1181,7 +1181,8 @@ const WRITES: usize = 25;
 const W2S_BRANCH: &str = "w2s";
 const W2S_TITLE: &str = "Write to screen";
 /// The write-to-screen chat's reply: one live Table over the test's branch (the source
-/// orders by id and the block asks for up to 50 rows, so every written row is drawn).
+/// orders by id, newest first, and the block asks for up to 50 rows, so every written row
+/// is drawn).
 const W2S_REPLY: &str = "Runs written by the test:\n```ui\n\
 $runs = @Query(\"ci.runs\", {branch: \"w2s\", limit: 50})\n\
 <Summary>{@Count($runs)} runs</Summary>\n\
@@ -1273,7 +1274,7 @@ fn figures_path() -> std::path::PathBuf {
 
 /// Write to screen (issue 18, item 6): alice's page shows a chat whose live Table reads
 /// one branch of `ci.runs`; the test writes [`WRITES`] rows of that branch through the
-/// source's write path, one at a time, and asserts that every row is drawn, in order,
+/// source's write path, one at a time, and asserts that every row is drawn (newest first),
 /// without a reload, and that the page logged no error. It does not assert how fast:
 /// the times taken in the page (write sent → row in the document) are printed and written
 /// to [`figures_path`], where `cargo xtask bench` reads them.
@@ -1406,15 +1407,16 @@ async fn write_to_screen(client: &Client, server: &DemoServer) {
         });
     }
 
-    // Every row is drawn, in the order written, and the page was never reloaded.
+    // Every row is drawn, newest first as the source orders them, and the page was never
+    // reloaded.
     let block = js(
         client,
         r##"return [...document.querySelectorAll("#items .block tbody tr")].map((tr) => tr.cells[0].textContent.trim());"##,
         vec![],
     )
     .await;
-    let expected: Vec<String> = (0..WRITES).map(|i| format!("w2s-{i:02}")).collect();
-    assert_eq!(block, json!(expected), "every write is drawn, in order");
+    let expected: Vec<String> = (0..WRITES).rev().map(|i| format!("w2s-{i:02}")).collect();
+    assert_eq!(block, json!(expected), "every write is drawn, newest first");
     let chat = js(client, CHAT, vec![]).await;
     assert_eq!(chat["marker"], json!(marker), "the page was not reloaded");
     let problems = js(client, PROBLEMS, vec![]).await;

@@ -185,7 +185,7 @@ async fn a_live_reading_follows_a_write_of_its_data() {
         tokio::time::sleep(Duration::from_millis(wait.max(50))).await;
     };
     assert_eq!(reading["state"], "fresh");
-    assert_eq!(reading["value"][1]["name"], "web build 3");
+    assert_eq!(reading["value"][0]["name"], "web build 3", "newest first");
     assert!(reading["sync"]["version"].as_u64() >= event["seq"].as_u64());
     server.stop().await;
 }

@@ -48,7 +48,10 @@ const TONE_ICON = {
   neutral: [["circle", { cx: "8", cy: "8", r: "7.2", fill: "currentColor" }], ["circle", { cx: "8", cy: "8", r: "2.4", fill: "#fff" }]],
 };
 const STEP_ICON = { done: "✓", running: "◐", pending: "○", failed: "✕", skipped: "–" };
-const COLORS = ["#2456c7", "#1a7f37", "#c62828", "#9a6700", "#7b3fb5", "#0f7c8c"];
+// Chart series colours, in order. A series' colour says nothing about its meaning (the
+// catalog gives series no tone), so the first ones avoid the green and red that read as
+// "passed" and "failed"; each has at least 4.5:1 against white (WCAG 1.4.11 asks 3:1).
+const COLORS = ["#2456c7", "#b35900", "#7b3fb5", "#0f7c8c", "#a3206a", "#5b6572"];
 
 // ---------- small helpers ----------
 
@@ -293,7 +296,11 @@ const feed = {
   show() {
     const el = $("#feed-state");
     const label = !this.running ? "idle" : this.signedOut ? "signed out" : this.healthy() ? "live" : this.es ? "connecting…" : "polling";
-    el.textContent = "feed: " + label + (this.cursor ? " · " + this.cursor : "");
+    // The status region is announced when its text changes: it says the state only, and
+    // the cursor (for whoever debugs the feed) goes in its tooltip.
+    const text = "feed: " + label;
+    if (el.textContent !== text) el.textContent = text;
+    el.title = this.cursor ? "cursor " + this.cursor : "";
     el.dataset.role = this.role || "";
   },
 
@@ -507,6 +514,7 @@ const feed = {
   // §7.2: 401/403 from either endpoint: close the stream, stop polling for 60 s, then
   // try one poll. Blocks send no change-driven reads meanwhile (they check `signedOut`).
   enterSignedOut() {
+    const first = !this.signedOut;
     this.signedOut = true;
     this.closeStream();
     this.forward({ t: "down" });
@@ -515,6 +523,7 @@ const feed = {
     const gen = this.gen;
     this.pollTimer = setTimeout(() => { if (gen === this.gen) this.poll(); }, SIGNED_OUT_COOLDOWN_MS);
     this.show();
+    if (first) checkSessionAfterRefusal();
   },
 
   leaveSignedOut() {
@@ -1307,9 +1316,9 @@ class BlockView {
     if (res.state === "chip" && res.target) {
       const t = res.target;
       const what = t.type === "Commit" ? t.sha : t.type === "Node" ? t.id : t.path + (t.line ? ":" + t.line : "");
-      showNote(`Open ${t.type} ${what}` + (res.projectId ? ` in project ${res.projectId}` : ""));
+      toast(`A host would open ${t.type} ${what}` + (res.projectId ? ` of project ${res.projectId}` : "") + " here.");
     } else {
-      showNote("This link is not available.");
+      toast("This link is not available.");
     }
     this.draw();
   }
@@ -1346,9 +1355,9 @@ class BlockView {
         values: this.inputValues(),
         reads: this.reads(),
       }, write);
-      showNote("Choice sent.");
+      toast("Choice sent.");
     } catch (e) {
-      showNote("The choice was not sent: " + e.message);
+      toast("The choice was not sent: " + e.message);
     }
     await reloadChat(false);
     // sync.md §4.4: this load (started after the write) shows it, so the write's seq is
@@ -1878,6 +1887,19 @@ function showNote(text) {
   $("#insert-note").textContent = text;
 }
 
+// What a press of a link or a choice did, shown for a few seconds at the bottom of the
+// window, where it is seen whatever part of the page is scrolled into view. The element
+// is a live region that stays in the document (drawn only while it holds text), so a
+// screen reader announces each message.
+let toastTimer = null;
+const TOAST_MS = 5000;
+function toast(text) {
+  const el = $("#toast");
+  el.textContent = text;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { el.textContent = ""; }, TOAST_MS);
+}
+
 async function signIn(user) {
   try {
     page.me = await api("POST", "/api/login", { user });
@@ -1889,6 +1911,7 @@ async function signIn(user) {
 }
 
 async function enter() {
+  $("#signin-error").textContent = "";
   $("#signin").hidden = true;
   $("#workspace").hidden = false;
   $("#who").textContent = `${page.me.userId} · ${page.me.projects.join(", ")}`;
@@ -1904,11 +1927,28 @@ async function loadChats() {
     type: "button", "aria-current": c.id === page.chatId ? "true" : "false",
     onclick: () => openChat(c.id),
   }, h("div", { text: c.title || "(untitled)" }), h("div", { class: "muted", text: c.project })))));
-  if (!page.chatId && chats.length) await openChat(chats[chats.length - 1].id);
+  if (!page.chatId && chats.length) {
+    const linked = chats.find((c) => c.id === chatInAddress());
+    await openChat((linked || chats[chats.length - 1]).id);
+  }
+}
+
+// The open chat is in the address (`#chat=<id>`), so a reload or a copied link opens it
+// again; a link to a chat the user cannot see opens their first chat instead.
+function chatInAddress() {
+  const hash = typeof location.hash === "string" ? location.hash : "";
+  return new URLSearchParams(hash.replace(/^#/, "")).get("chat");
+}
+
+function putChatInAddress(id) {
+  if (typeof history === "undefined" || !history.replaceState) return;
+  const hash = "#chat=" + encodeURIComponent(id);
+  if (location.hash !== hash) history.replaceState(null, "", location.pathname + location.search + hash);
 }
 
 async function openChat(id) {
   page.chatId = id;
+  putChatInAddress(id);
   for (const b of page.blocks.values()) b.dispose();
   page.blocks.clear();
   for (const btn of document.querySelectorAll("#chat-list button")) btn.setAttribute("aria-current", "false");
@@ -2007,6 +2047,29 @@ async function signOut() {
   announcePrincipal();
 }
 
+// A refusal (401/403) may mean the session itself is gone: signed out in another window,
+// or a demo server that restarted and forgot its sessions. The page asks once per
+// signed-out spell; when the server no longer knows the session it goes back to the
+// sign-in screen and says why, rather than keep showing blocks that can no longer be read
+// as if they were live, and when the browser's cookie is now another user's it follows
+// that user. A session the server still knows waits out the cooldown of sync.md §7.2.
+async function checkSessionAfterRefusal() {
+  const was = page.me ? page.me.userId : null;
+  if (!was) return;
+  let me;
+  try { me = await currentUser(); } catch (_) { return; } // unreachable: the cooldown goes on
+  if (!page.me || page.me.userId !== was) return; // changed meanwhile by another path
+  if (me && me.userId === was) return;
+  leaveWorkspace();
+  announcePrincipal();
+  if (me) {
+    page.me = me;
+    await enter();
+  } else {
+    $("#signin-error").textContent = "Your session ended. Sign in again.";
+  }
+}
+
 // Back to the sign-in screen: the transport stops (its leadership passes to another tab).
 function leaveWorkspace() {
   feed.stop();
@@ -2014,6 +2077,15 @@ function leaveWorkspace() {
   page.blocks.clear();
   page.me = null;
   page.chatId = null;
+  page.chats = [];
+  // Nothing of the last user's chats stays in the document.
+  $("#items").replaceChildren();
+  $("#chat-list").replaceChildren();
+  $("#chat-title").textContent = "Pick a chat";
+  $("#insert-note").textContent = "";
+  if (typeof history !== "undefined" && history.replaceState && location.hash) {
+    history.replaceState(null, "", location.pathname + location.search);
+  }
   $("#workspace").hidden = true;
   $("#signin").hidden = false;
   $("#who").textContent = "";

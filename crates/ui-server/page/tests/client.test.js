@@ -58,6 +58,58 @@ test("after a signed-out spell every block reads on its 10 s cadence again", asy
   assert.ok(after >= 25, `${after} reads in the 5 minutes after the spell, not about 30`);
 });
 
+test("a session the server no longer knows takes the page back to sign-in", async () => {
+  // The demo server restarted and forgot its sessions: every read is 401 and
+  // `/api/session` says nobody is signed in.
+  const state = { head: 5, signedOut: false };
+  const base = server(runs, state, (url, body, now) => {
+    if (url === "/ui/query") {
+      if (state.signedOut) return { status: 401, body: { error: { code: "unauthenticated" } } };
+      return { body: { state: "fresh", value: 1, readId: "r1", readAt: now } };
+    }
+    if (url === "/ui/view") return { body: { values: body.values, view: { nodes: [] } } };
+  });
+  const page = makePage((url, method, body, now) => {
+    if (url === "/api/session" && state.signedOut) return { body: { user: null } };
+    return base(url, method, body, now);
+  });
+  await page.start();
+  await page.advance(12_000);
+  assert.equal(page.app.page.me.userId, "alice");
+  const sessionChecks = page.requests("/api/session").length;
+  state.signedOut = true;
+  await page.advance(12_000);
+  assert.equal(page.requests("/api/session").length, sessionChecks + 1, "asked once");
+  assert.equal(page.app.page.me, null, "signed out on the page too");
+  assert.equal(page.app.feed.running, false, "the feed stopped");
+  assert.equal(page.element("#signin").hidden, false, "the sign-in screen is back");
+  assert.match(page.element("#signin-error").textContent, /session ended/);
+  // Nothing more is asked of the server until someone signs in.
+  const asked = page.log.length;
+  await page.advance(300_000);
+  assert.equal(page.log.length, asked, JSON.stringify(page.log.slice(asked, asked + 3)));
+});
+
+test("a refusal while the session still holds keeps the page and asks once", async () => {
+  const state = { head: 5, signedOut: false };
+  const page = makePage(server(runs, state, (url, body, now) => {
+    if (url === "/ui/query") {
+      if (state.signedOut) return { status: 401, body: { error: { code: "unauthenticated" } } };
+      return { body: { state: "fresh", value: 1, readId: "r1", readAt: now } };
+    }
+    if (url === "/ui/view") return { body: { values: body.values, view: { nodes: [] } } };
+  }));
+  await page.start();
+  await page.advance(12_000);
+  const sessionChecks = page.requests("/api/session").length;
+  state.signedOut = true;
+  await page.advance(130_000);
+  assert.equal(page.requests("/api/session").length, sessionChecks + 1);
+  assert.equal(page.app.page.me.userId, "alice");
+  assert.equal(page.app.feed.signedOut, true);
+  assert.equal(page.element("#signin").hidden, true);
+});
+
 test("a reading refused with 403 is not read again for each change", async () => {
   const state = { head: 5, denied: false };
   let n = 0;

@@ -152,6 +152,8 @@ function makePage(server) {
       now = end;
       await settle();
     },
+    /// The stand-in element the page reaches as `$(selector)`.
+    element(selector) { return document.querySelector(selector); },
     /// The requests to `url` logged so far.
     requests(url) { return log.filter((r) => r.url === url); },
   };

@@ -90,6 +90,14 @@ function toneIcon(tone) {
     shapes.map(([tag, attrs]) => svg(tag, attrs)));
 }
 
+// A picture's outline, drawn where an image would be (an emoji may have no glyph).
+function pictureIcon() {
+  return svg("svg", { class: "icon", viewBox: "0 0 16 16", "aria-hidden": "true", focusable: "false" },
+    svg("rect", { x: "1.5", y: "2.5", width: "13", height: "11", rx: "1.5", fill: "none", stroke: "currentColor", "stroke-width": "1.3" }),
+    svg("circle", { cx: "5.5", cy: "6", r: "1.3", fill: "currentColor" }),
+    svg("path", { d: "M2.5 12.5l3.8-4 2.7 2.6 2-1.9 2.5 3.3", fill: "none", stroke: "currentColor", "stroke-width": "1.3", "stroke-linejoin": "round" }));
+}
+
 // `opts.write`: the request writes, so it names this page as its request source
 // (sync.md §4.4, §7.6); `opts.seq` then gets the answer's `X-UI-Sync-Seq`, if any.
 async function api(method, path, body, opts) {
@@ -1355,7 +1363,7 @@ class BlockView {
         values: this.inputValues(),
         reads: this.reads(),
       }, write);
-      toast("Choice sent.");
+      toast("Choice sent as your next message; an agent would answer it (the demo has none).");
     } catch (e) {
       toast("The choice was not sent: " + e.message);
     }
@@ -1514,7 +1522,10 @@ BlockView.prototype.renderers = {
       const d = p.value - p.previous;
       const pct = p.previous !== 0 ? ` (${d >= 0 ? "+" : ""}${fmtNumber(Math.round((d / Math.abs(p.previous)) * 1000) / 10)}%)` : "";
       const tone = toneOf(p);
-      delta = h("div", { class: "delta " + (tone ? "tone-" + tone : "muted"), text: `${d >= 0 ? "▲ +" : "▼ "}${withUnit(d, p.unit)}${pct} vs ${withUnit(p.previous, p.unit)}` });
+      // The change of a percentage is in percentage points, told apart from the relative
+      // change beside it: "▲ +4.5 pts (+5.1%) vs 88%".
+      const change = p.unit === "%" ? fmtNumber(d) + " pts" : withUnit(d, p.unit);
+      delta = h("div", { class: "delta " + (tone ? "tone-" + tone : "muted"), text: `${d >= 0 ? "▲ +" : "▼ "}${change}${pct} vs ${withUnit(p.previous, p.unit)}` });
     }
     return h("div", { class: "stat" }, h("div", { class: "label", text: p.label }), h("div", { class: "value", text: withUnit(p.value, p.unit) }), delta);
   },
@@ -1619,7 +1630,8 @@ BlockView.prototype.renderers = {
   Image(n, p, ctx) {
     const name = p.alt != null ? p.alt : p.attachment != null ? p.attachment : p.generated != null ? p.generated : "unavailable";
     return h("figure", { class: "image" },
-      h("div", { class: "ph", role: "img", "aria-label": String(name), text: "🖼 " + name + (p.attachment ? ` (attachment ${p.attachment})` : "") }),
+      h("div", { class: "ph", role: "img", "aria-label": String(name) }, pictureIcon(),
+        " " + name + (p.attachment ? ` (attachment ${p.attachment})` : "")),
       n.children && n.children.length ? h("figcaption", {}, this.kids(n, ctx)) : null);
   },
   Sources(n, p, ctx) {

@@ -71,8 +71,25 @@ where
 {
     let typed: T =
         serde_json::from_value(serde_json::Value::from(value)).map_err(|e| e.to_string())?;
-    typed.validate().map_err(|report| report.to_string())?;
+    typed.validate().map_err(|report| rules_broken(&report))?;
     Ok(typed)
+}
+
+/// What `report` says, on one line: each broken rule as `path: message` (the message alone
+/// for the value as a whole), joined by `; ` — garde's own text ends every rule with a line
+/// feed, which a diagnostic's message would carry.
+fn rules_broken(report: &garde::Report) -> String {
+    report
+        .iter()
+        .map(|(path, error)| {
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("{path}: {error}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Serializes a `T` back into a value.

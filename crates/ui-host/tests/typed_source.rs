@@ -156,6 +156,11 @@ fn arguments_that_break_the_garde_rules_are_invalid_query_at_compile_time() {
             "{args}: {}",
             refused[0].message
         );
+        assert!(
+            !refused[0].message.contains('\n'),
+            "one line: {:?}",
+            refused[0].message
+        );
         // The registry is the compiler's schema: the same rules, the same verdict.
         let value = Value::from_json_str(
             &args

@@ -278,6 +278,46 @@ fn check_block_mode_and_non_ascii_columns() {
 }
 
 #[test]
+fn a_reader_that_stopped_reading_ends_the_command_quietly() {
+    // `uiblocks schema UiBlock | head -1`, with `head` gone before the first write: the
+    // write fails (Rust ignores SIGPIPE) and the command ends as a filter does.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = bin()
+        .args(["schema", "UiBlock"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(stderr(&out), "");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_taken_port_is_said_once() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let db = temp_file("taken-port.db", "");
+    std::fs::remove_file(&db).unwrap();
+    let out = run(&[
+        "serve",
+        "--demo",
+        "--bind",
+        &addr,
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("uiblocks: error:"))
+        .unwrap_or_default();
+    assert!(line.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert_eq!(line.matches("in use").count(), 1, "{line}");
+}
+
+#[test]
 fn check_missing_file_exits_2() {
     let out = run(&["check", "/nonexistent/uiblocks/file.md"]);
     assert_eq!(out.status.code(), Some(2));

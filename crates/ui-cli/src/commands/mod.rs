@@ -33,11 +33,47 @@ pub fn run(command: Command) -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // A reader that stopped early (`uiblocks schema UiBlock | head`) wanted no more:
+        // the command ends quietly, as a filter does.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("uiblocks: error: {e:#}");
+            eprintln!("uiblocks: error: {}", report(&e));
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// `error` and its causes, `: `-separated, each cause once: an error whose own text
+/// already says its cause (`cannot listen on …: Address already in use`) does not get it
+/// said again after it.
+fn report(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
+}
+
+/// Whether `error` comes from writing to a pipe whose reader has gone.
+fn closed_pipe(error: &anyhow::Error) -> bool {
+    let broken = Some(std::io::ErrorKind::BrokenPipe);
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            == broken
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == broken
+    })
 }
 
 fn run_mcp(args: &McpArgs) -> anyhow::Result<u8> {

@@ -626,4 +626,28 @@ result = { type = "array", items = { type = "object", properties = { name = { ty
         block.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // JSON sources are checked as sources.toml's `args` are: an object schema each, of
+    // types the subset knows; a misspelled wrapper is named.
+    for (json, says) in [
+        (r#"{"ci.runs": 5}"#, "\"type\": \"object\""),
+        (r#"{"ci.runs": {"type": "objekt"}}"#, "\"type\": \"object\""),
+        (
+            r#"{"ci.runs": {"type": "object", "properties": {"branch": {"type": "strng"}}}}"#,
+            "unsupported schema type",
+        ),
+        (
+            r#"{"querySchema": {"ci.runs": {"type": "object"}}}"#,
+            "spelled `querySchemas`",
+        ),
+    ] {
+        let file = temp_file("bad-sources.json", json);
+        let out = run(&[
+            "check",
+            "--sources",
+            file.to_str().unwrap(),
+            block.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{json}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{json}: {}", stderr(&out));
+    }
 }

@@ -89,11 +89,30 @@ impl Sources {
         let json: Json = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", path.display()))?;
         let schemas = json.get("querySchemas").unwrap_or(&json);
-        if !schemas.is_object() {
+        let Some(entries) = schemas.as_object() else {
             anyhow::bail!(
                 "{}: expected an object of schemas by source",
                 path.display()
             );
+        };
+        // Each entry is the JSON Schema of a source's argument record, which is an object
+        // (`sources.toml` asks the same of `args`): a misspelled `querySchemas` wrapper
+        // would otherwise register one source named after it, and a typo in a `type`
+        // would check nothing.
+        for (source, schema) in entries {
+            let at = || format!("{}: source `{source}`", path.display());
+            if schema.get("type").and_then(Json::as_str) != Some("object") {
+                let hint = if source.eq_ignore_ascii_case("queryschema") {
+                    " (the wrapper is spelled `querySchemas`)"
+                } else {
+                    ""
+                };
+                anyhow::bail!(
+                    "{}: its argument schema must be a JSON Schema with \"type\": \"object\"{hint}",
+                    at()
+                );
+            }
+            ui_host::JsonSchema::new(schema).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
         }
         Ok(Sources {
             schemas: ui_host::JsonSchemas::from_json(schemas),

@@ -228,8 +228,8 @@ pub struct ServeArgs {
     pub secure_cookies: bool,
 }
 
-/// A duration written as a whole number with a unit: `ms`, `s` or `m` (`250ms`, `10s`,
-/// `2m`); [`ui_server::parse_duration`].
+/// A duration written as a whole number with a unit: `ms`, `s`, `m` or `h` (`250ms`,
+/// `10s`, `2m`, `1h`); [`ui_server::parse_duration`].
 ///
 /// # Errors
 /// A message naming the accepted forms.

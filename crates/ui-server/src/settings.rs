@@ -150,19 +150,23 @@ pub fn env_name(key: &str) -> String {
     format!("UIBLOCKS_{}", key.replace('.', "_").to_uppercase())
 }
 
-/// A duration written as a whole number with a unit: `ms`, `s` or `m` (`250ms`, `10s`,
-/// `2m`).
+/// A duration written as a whole number with a unit: `ms`, `s`, `m` or `h` (`250ms`,
+/// `10s`, `2m`, `1h`).
 ///
 /// # Errors
 /// A message naming the accepted forms.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let wrong = || format!("`{text}` is not a duration such as `250ms`, `10s` or `2m`");
+    let wrong = || format!("`{text}` is not a duration such as `250ms`, `10s`, `2m` or `1h`");
     let digits = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(wrong)?;
     let n: u64 = text[..digits].parse().map_err(|_| wrong())?;
     match &text[digits..] {
         "ms" => Ok(Duration::from_millis(n)),
         "s" => Ok(Duration::from_secs(n)),
         "m" => n.checked_mul(60).map(Duration::from_secs).ok_or_else(wrong),
+        "h" => n
+            .checked_mul(3600)
+            .map(Duration::from_secs)
+            .ok_or_else(wrong),
         _ => Err(wrong()),
     }
 }
@@ -233,6 +237,16 @@ pub fn load_config(
         insert(&mut table, key, value);
         from_env.insert(key.clone(), name);
     }
+    // `database.url` and `database.path` name the same thing: one set in the environment
+    // replaces the other set in the file (both in the environment stay an error).
+    for (key, other) in [
+        ("database.url", "database.path"),
+        ("database.path", "database.url"),
+    ] {
+        if from_env.contains_key(key) && !from_env.contains_key(other) {
+            remove(&mut table, other);
+        }
+    }
     check_table(&table, "", &keys, &from_env)?;
     let file: FileConfig = Value::Table(table)
         .try_into()
@@ -260,6 +274,20 @@ fn insert(table: &mut Table, key: &str, value: Value) {
         at = next;
     }
     at.insert(last.to_owned(), value);
+}
+
+/// Removes the dotted `key` from `table`, if it is there.
+fn remove(table: &mut Table, key: &str) {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let Some(last) = parts.pop() else { return };
+    let mut at = table;
+    for part in parts {
+        let Some(Value::Table(next)) = at.get_mut(part) else {
+            return;
+        };
+        at = next;
+    }
+    at.remove(last);
 }
 
 /// Checks every key of `table` (under `prefix`) against `keys`.
@@ -763,6 +791,35 @@ cookie = "app_token"
     }
 
     #[test]
+    fn the_environment_names_the_database_over_the_file_whichever_key_each_uses() {
+        let f = file("[database]\npath = \"file.db\"\n");
+        let config = load_config(
+            Some(&f.0),
+            env(&[("UIBLOCKS_DATABASE_URL", "sqlite:///srv/env.db")]),
+        )
+        .unwrap();
+        assert_eq!(config.database, PathBuf::from("/srv/env.db"));
+        let f = file("[database]\nurl = \"postgres://ui@db/app\"\n");
+        let config = load_config(Some(&f.0), env(&[("UIBLOCKS_DATABASE_PATH", "env.db")])).unwrap();
+        assert_eq!(config.database, PathBuf::from("env.db"));
+        assert_eq!(config.postgres, None);
+        // Both in one layer are still a conflict, named with the variable.
+        let err = load_config(
+            None,
+            env(&[
+                ("UIBLOCKS_DATABASE_PATH", "env.db"),
+                ("UIBLOCKS_DATABASE_URL", "sqlite://other.db"),
+            ]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("not both") && err.contains("UIBLOCKS_DATABASE_URL"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_database_url_names_sqlite_or_postgres() {
         let config = load_config(
             None,
@@ -886,8 +943,14 @@ cookie = "app_token"
         assert_eq!(
             error("[connections]\nidle_timeout = \"10 parsecs\"\n", &[]),
             "`connections.idle_timeout`: `10 parsecs` is not a duration such as `250ms`, \
-             `10s` or `2m`"
+             `10s`, `2m` or `1h`"
         );
+        // 24h, the top of the range the errors name, is written as they write it.
+        let f = file("[connections]\nidle_timeout = \"24h\"\n");
+        let config = load_config(Some(&f.0), env(&[])).unwrap();
+        assert_eq!(config.idle_timeout, Duration::from_secs(24 * 3600));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_duration("h").is_err() && parse_duration("1.5h").is_err());
         assert_eq!(
             error("", &[("UIBLOCKS_CONNECTIONS_MAX", "lots")]),
             "`connections.max` (from UIBLOCKS_CONNECTIONS_MAX): `lots` is not a whole number"

@@ -572,6 +572,30 @@ impl From<Number> for Value {
     }
 }
 
+impl From<f64> for Value {
+    /// A finite number; NaN and the infinities become [`Value::Null`], as JSON (and
+    /// `serde_json::Value::from`) writes them.
+    fn from(value: f64) -> Self {
+        Number::new(value).map_or(Value::Null, Value::Number)
+    }
+}
+
+impl From<i64> for Value {
+    /// The nearest `f64`, as a JavaScript number holds it (exact up to 2^53).
+    #[allow(clippy::cast_precision_loss)]
+    fn from(value: i64) -> Self {
+        Value::Number(Number(value as f64))
+    }
+}
+
+impl From<u64> for Value {
+    /// The nearest `f64`, as a JavaScript number holds it (exact up to 2^53).
+    #[allow(clippy::cast_precision_loss)]
+    fn from(value: u64) -> Self {
+        Value::Number(Number(value as f64))
+    }
+}
+
 impl From<&str> for Value {
     fn from(value: &str) -> Self {
         Value::String(value.into())
@@ -755,6 +779,13 @@ impl From<&serde_json::Value> for Value {
                     .collect(),
             ),
         }
+    }
+}
+
+impl From<serde_json::Value> for Value {
+    /// As [`From<&serde_json::Value>`](#impl-From%3C%26Value%3E-for-Value).
+    fn from(value: serde_json::Value) -> Self {
+        Value::from(&value)
     }
 }
 

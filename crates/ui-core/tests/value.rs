@@ -196,3 +196,17 @@ fn arb_value() -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+#[test]
+fn values_convert_from_rust_numbers_and_owned_json() {
+    assert_eq!(Value::from(2.5_f64).to_js_json(), "2.5");
+    assert_eq!(Value::from(f64::NAN), Value::Null, "as JSON writes it");
+    assert_eq!(Value::from(f64::INFINITY), Value::Null);
+    assert_eq!(Value::from(-7_i64).to_js_json(), "-7");
+    assert_eq!(
+        Value::from(9_007_199_254_740_993_u64).to_js_json(),
+        "9007199254740992"
+    );
+    let json = serde_json::json!({"rows": [1, "a", null]});
+    assert_eq!(Value::from(json.clone()), Value::from(&json));
+}

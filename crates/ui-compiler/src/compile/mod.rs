@@ -748,7 +748,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
         let Some(component) = component else {
             return Err(failure(
                 Code::UnknownComponent,
-                format!("`{}` is not a component of the catalog.", node.kind),
+                unknown_component(&node.kind),
             ));
         };
         check_placement(component, parent)?;
@@ -897,6 +897,18 @@ impl<'a> Compiler<'a, '_, '_, '_> {
 
 /// The placement rules of §12.2: the parent a component requires, and the children its
 /// effective parent allows.
+/// The message of a tag `kind` the catalog does not have, naming the component it is
+/// closest to when one is a typo away (`Sumary`, `summary`).
+#[cold]
+fn unknown_component(kind: &str) -> String {
+    let mut message = format!("`{kind}` is not a component of the catalog.");
+    let names = ui_core::catalog::components().iter().map(Component::name);
+    if let Some(near) = crate::lint::closest(kind, names, crate::lint::SUGGEST_DISTANCE) {
+        message.push_str(&format!(" Did you mean `{near}`?"));
+    }
+    message
+}
+
 fn check_placement(component: &Component, parent: Option<Parent<'_>>) -> Result<(), Failure> {
     let name = component.name();
     if let Some(required) = component.parent()

@@ -33,7 +33,8 @@ use ui_core::{TextRange, Value};
 
 use crate::block::{Block, Node};
 use crate::expr::Expr;
-use scan::{Declaration, closest, declarations, name_tokens, tag_props};
+pub(crate) use scan::closest;
+use scan::{Declaration, declarations, name_tokens, tag_props};
 
 /// The stable code of a lint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -145,7 +146,7 @@ impl std::fmt::Debug for LintOptions<'_> {
 const LABELLED_CONTROLS: [&str; 5] = ["Switch", "Slider", "Checklist", "Segmented", "Button"];
 
 /// The largest edit distance at which a name is suggested.
-const SUGGEST_DISTANCE: usize = 2;
+pub(crate) const SUGGEST_DISTANCE: usize = 2;
 
 /// Lints `block`, compiled from `source` (the block source its byte ranges refer to), and
 /// returns the findings in source order. A block that failed as a whole (one diagnostic over

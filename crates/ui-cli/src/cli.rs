@@ -72,7 +72,7 @@ pub struct SourceArgs {
 /// Arguments of `check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// The files to check.
+    /// The files to check (`-`: standard input).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The output format. `json` prints `{file, blocks:[{id, findings:[{severity, code,
@@ -113,7 +113,7 @@ pub struct DriverArgs {
 /// Arguments of `compile`.
 #[derive(Debug, Clone, Args)]
 pub struct CompileArgs {
-    /// The reply (or block, with `--block`) to compile.
+    /// The reply (or block, with `--block`) to compile (`-`: standard input).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Compile as the final reply (the default).
@@ -137,7 +137,7 @@ impl CompileArgs {
 /// Arguments of `fallback`.
 #[derive(Debug, Clone, Args)]
 pub struct FallbackArgs {
-    /// The reply (or block, with `--block`).
+    /// The reply (or block, with `--block`; `-`: standard input).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Source options.

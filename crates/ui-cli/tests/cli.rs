@@ -318,6 +318,23 @@ fn a_taken_port_is_said_once() {
 }
 
 #[test]
+fn check_reads_standard_input_as_dash() {
+    let mut child = bin()
+        .args(["check", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(BAD_REPLY.as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("<stdin>:5:1"), "{}", stdout(&out));
+}
+
+#[test]
 fn check_missing_file_exits_2() {
     let out = run(&["check", "/nonexistent/uiblocks/file.md"]);
     assert_eq!(out.status.code(), Some(2));

@@ -720,7 +720,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<u8> {
     let mut failed_files = 0usize;
     let mut unreadable = 0usize;
     for path in &args.files {
-        let shown = path.display().to_string();
+        let shown = if path == Path::new("-") {
+            "<stdin>".to_owned()
+        } else {
+            path.display().to_string()
+        };
         bar.set_message(shown.clone());
         let output = check_one(path, &shown, args, &sources, &renderer);
         let mut write = || -> std::io::Result<()> {

@@ -111,11 +111,17 @@ fn run_driver(args: &DriverArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// Reads `path` as UTF-8 text.
+/// Reads `path` as UTF-8 text; `-` is standard input (`… | uiblocks check -`).
 ///
 /// # Errors
 /// When the file cannot be read or is not UTF-8.
 pub fn read_source(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .context("cannot read standard input")?;
+        return Ok(text);
+    }
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 

@@ -591,6 +591,59 @@ fn check_few_files_never_draw_a_bar() {
 }
 
 #[test]
+fn check_points_a_querys_diagnostic_at_its_declaration() {
+    let hosts = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/conformance/hosts.json"
+    );
+    let reply = temp_file(
+        "queries.md",
+        "Runs:\n```ui\n$a = 1\n$runs = @Query(\"ci.run\", {branch: \"main\"})\n\
+         $b = @Query(\"ci.runs\", {branch: 5})\n<Summary>{@Count($runs)} {@Count($b)} {$a}</Summary>\n```\n",
+    );
+    let out = run(&["check", "--sources", hosts, reply.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    // The wire gives both the whole block; each is shown at its own declaration.
+    assert!(
+        text.contains("error[unknown_query]: The query source `ci.run` is not registered. Did you mean `ci.runs`?\n --> ")
+            && text.contains("queries.md:4:1\n  |\n4 | $runs = @Query(\"ci.run\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("queries.md:5:1\n  |\n5 | $b = @Query(\"ci.runs\", {branch: 5})"),
+        "{text}"
+    );
+    // JSON keeps the wire's offsets and gives the declaration's line.
+    let json_findings = |file: &std::path::Path| {
+        first_block_findings(&run(&[
+            "check",
+            "--format",
+            "json",
+            "--sources",
+            hosts,
+            file.to_str().unwrap(),
+        ]))
+    };
+    let findings = json_findings(&reply);
+    let lines: Vec<(u64, u64)> = findings
+        .iter()
+        .map(|f| (f["start"].as_u64().unwrap(), f["line"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(lines, [(0, 4), (0, 5)], "{findings:?}");
+    // A valid and an invalid query of one source: which one failed cannot be told from
+    // the diagnostic, so the whole block stays underlined.
+    let both = temp_file(
+        "two-queries.md",
+        "```ui\n$ok = @Query(\"ci.runs\", {branch: \"main\"})\n$bad = @Query(\"ci.runs\", {branch: 5})\n\
+         <Summary>{@Count($ok)} {@Count($bad)}</Summary>\n```\n",
+    );
+    let findings = json_findings(&both);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["line"], 2, "{findings:?}");
+}
+
+#[test]
 fn check_registers_the_hosts_sources() {
     let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/conformance");
     let reply = format!("{corpus}/ok-02-ci-live-runs.md");

@@ -76,7 +76,9 @@ pub use eval::{Applied, evaluate_block};
 pub use fallback::node_fallback;
 pub use fence::{Fence, has_fence, may_reference_host, scan_fences, scan_fences_with};
 pub use inputs::{input_names, input_values};
-pub use lint::{Lint, LintCode, LintFix, LintOptions, QueryFields, lint_block};
+pub use lint::{
+    Lint, LintCode, LintFix, LintOptions, QueryFields, lint_block, query_declarations, suggest_name,
+};
 pub use state::{Listener, Subscription, UiState};
 pub use stream::{Preview, UiStream};
 pub use ui_core::{View, ViewAction, ViewBinding, ViewNode};

@@ -48,6 +48,8 @@ pub struct Located<'d> {
 pub struct Sources {
     schemas: ui_host::JsonSchemas,
     fields: std::collections::HashMap<String, Vec<String>>,
+    /// The registered names, for a suggestion when a query names none of them.
+    names: Vec<String>,
 }
 
 impl Sources {
@@ -82,6 +84,7 @@ impl Sources {
                 .filter_map(|info| Some((info.name.clone(), toml.result_fields(&info.name)?)))
                 .collect();
             return Ok(Sources {
+                names: schemas.keys().cloned().collect(),
                 schemas: ui_host::JsonSchemas::from_json(&Json::Object(schemas)),
                 fields,
             });
@@ -115,6 +118,7 @@ impl Sources {
             ui_host::JsonSchema::new(schema).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
         }
         Ok(Sources {
+            names: entries.keys().cloned().collect(),
             schemas: ui_host::JsonSchemas::from_json(schemas),
             fields: std::collections::HashMap::new(),
         })
@@ -337,18 +341,24 @@ impl FileReport {
     /// each follow-on diagnostic of a failed tag pointing at its cause.
     pub fn findings(&self, index: usize) -> Vec<Finding> {
         let offset = self.block_source(index).map(|(start, _)| start);
-        let mut findings: Vec<Finding> = self
-            .located(index)
+        let located = self.located(index);
+        let declared = self.query_diagnostics_at(index, &located);
+        let mut findings: Vec<Finding> = located
             .into_iter()
-            .map(|l| {
+            .zip(declared)
+            .map(|(l, declaration)| {
                 let d = l.diagnostic;
-                let origin = l.bytes.start;
-                let bytes = self.stop_token(d.code, l.bytes.clone()).unwrap_or(l.bytes);
+                // A query's diagnostic is about its declaration; an expression error comes
+                // where its braces begin and is underlined at its stop token.
+                let origin = declaration.as_ref().map_or(l.bytes.start, |b| b.start);
+                let bytes = declaration
+                    .or_else(|| self.stop_token(d.code, l.bytes.clone()))
+                    .unwrap_or(l.bytes);
                 let (line, column) = line_column(&self.text, bytes.start);
                 Finding {
                     severity: Severity::Error,
                     code: d.code.as_str(),
-                    message: d.message.clone(),
+                    message: self.with_suggestion(d),
                     range: d.range,
                     node_id: d.node_id.clone(),
                     origin,
@@ -389,6 +399,58 @@ impl FileReport {
             finding.cause = cause;
         }
         findings
+    }
+
+    /// For each of `located` (the diagnostics of block `index`), the bytes of the `@Query`
+    /// declaration it is about, when it is a query's diagnostic (`unknown_query`,
+    /// `invalid_query`) and the declaration can be told: the wire gives these the whole
+    /// block, and their message names the source. The declarations naming that source and
+    /// the diagnostics naming it come in the same order, so when there are as many of each
+    /// the n-th diagnostic is the n-th declaration; otherwise (a valid and an invalid query
+    /// of one source) the whole block stays underlined.
+    fn query_diagnostics_at(
+        &self,
+        index: usize,
+        located: &[Located<'_>],
+    ) -> Vec<Option<Range<usize>>> {
+        let mut out = vec![None; located.len()];
+        let Some((offset, source)) = self.block_source(index) else {
+            return out;
+        };
+        let declarations = ui_compiler::query_declarations(source);
+        for (i, l) in located.iter().enumerate() {
+            let Some(name) = query_source(l.diagnostic) else {
+                continue;
+            };
+            let same: Vec<usize> = (0..located.len())
+                .filter(|&j| query_source(located[j].diagnostic) == Some(name))
+                .collect();
+            let places: Vec<&Range<usize>> = declarations
+                .iter()
+                .filter(|(_, source)| *source == name)
+                .map(|(bytes, _)| bytes)
+                .collect();
+            if same.len() == places.len() {
+                let nth = same.iter().position(|&j| j == i).unwrap_or(0);
+                out[i] = Some(offset + places[nth].start..offset + places[nth].end);
+            }
+        }
+        out
+    }
+
+    /// `diagnostic`'s message, with the registered source a typo away when it is an
+    /// `unknown_query` and `--sources` registered some.
+    fn with_suggestion(&self, diagnostic: &Diagnostic) -> String {
+        let mut message = diagnostic.message.clone();
+        if diagnostic.code == Code::UnknownQuery
+            && let Some(sources) = &self.sources
+            && let Some(name) = backticked(&diagnostic.message)
+            && let Some(near) =
+                ui_compiler::suggest_name(name, sources.names.iter().map(String::as_str))
+        {
+            message.push_str(&format!(" Did you mean `{near}`?"));
+        }
+        message
     }
 
     /// The tag a follow-on diagnostic points back to: the closing tag's name for
@@ -457,6 +519,19 @@ impl FileReport {
         let at = bytes.start + start;
         Some(at + stop.start..at + stop.end)
     }
+}
+
+/// The source a query's diagnostic (`unknown_query`, `invalid_query`) names.
+fn query_source(diagnostic: &Diagnostic) -> Option<&str> {
+    matches!(diagnostic.code, Code::UnknownQuery | Code::InvalidQuery)
+        .then(|| backticked(&diagnostic.message))
+        .flatten()
+}
+
+/// The first name `message` quotes in backticks (a query diagnostic's source).
+fn backticked(message: &str) -> Option<&str> {
+    let (_, rest) = message.split_once('`')?;
+    rest.split_once('`').map(|(name, _)| name)
 }
 
 /// The name of the tag whose text (after `<` or `</`) starts `text`.

@@ -903,7 +903,7 @@ impl<'a> Compiler<'a, '_, '_, '_> {
 fn unknown_component(kind: &str) -> String {
     let mut message = format!("`{kind}` is not a component of the catalog.");
     let names = ui_core::catalog::components().iter().map(Component::name);
-    if let Some(near) = crate::lint::closest(kind, names, crate::lint::SUGGEST_DISTANCE) {
+    if let Some(near) = crate::lint::suggest_name(kind, names) {
         message.push_str(&format!(" Did you mean `{near}`?"));
     }
     message

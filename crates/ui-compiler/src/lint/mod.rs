@@ -33,8 +33,7 @@ use ui_core::{TextRange, Value};
 
 use crate::block::{Block, Node};
 use crate::expr::Expr;
-pub(crate) use scan::closest;
-use scan::{Declaration, declarations, name_tokens, tag_props};
+use scan::{Declaration, closest, declarations, name_tokens, tag_props};
 
 /// The stable code of a lint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -146,7 +145,46 @@ impl std::fmt::Debug for LintOptions<'_> {
 const LABELLED_CONTROLS: [&str; 5] = ["Switch", "Slider", "Checklist", "Segmented", "Button"];
 
 /// The largest edit distance at which a name is suggested.
-pub(crate) const SUGGEST_DISTANCE: usize = 2;
+const SUGGEST_DISTANCE: usize = 2;
+
+/// The `@Query` declarations of the block body `source`, in order: the bytes of each one
+/// (from `$name` to the end of its value) and the source it names, as written between its
+/// quotes. The compile reports a query's diagnostics (`unknown_query`, `invalid_query`)
+/// over the whole block, as the wire has them; this is what a tool needs to point at the
+/// declaration instead.
+///
+/// ```
+/// let source = "$a = 1\n$runs = @Query(\"ci.runs\", {branch: \"main\"})\n<Summary/>";
+/// let queries = ui_compiler::query_declarations(source);
+/// assert_eq!(queries.len(), 1);
+/// assert_eq!(queries[0].1, "ci.runs");
+/// assert!(source[queries[0].0.clone()].starts_with("$runs = @Query("));
+/// ```
+pub fn query_declarations(source: &str) -> Vec<(Range<usize>, &str)> {
+    declarations(source)
+        .into_iter()
+        .filter(|d| d.is_query(source))
+        .filter_map(|d| {
+            let value = source[d.value_bytes.clone()].trim_start();
+            let args = value
+                .strip_prefix("@Query")?
+                .trim_start()
+                .strip_prefix('(')?;
+            let quoted = args.trim_start().strip_prefix('"')?;
+            let name = &quoted[..quoted.find('"')?];
+            Some((d.name_bytes.start..d.value_bytes.end, name))
+        })
+        .collect()
+}
+
+/// The name among `candidates` a typo away from `name` (at most two edits), as the lints
+/// suggest one; `None` when none is that close.
+pub fn suggest_name<'c>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    closest(name, candidates, SUGGEST_DISTANCE)
+}
 
 /// Lints `block`, compiled from `source` (the block source its byte ranges refer to), and
 /// returns the findings in source order. A block that failed as a whole (one diagnostic over

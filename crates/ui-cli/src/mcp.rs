@@ -4,7 +4,10 @@
 //! - tool `check_reply` `{text, final?, block?}`: every error and warning of `uiblocks
 //!   check` (readable text, and `structuredContent` `{findings, blocks, errors, warnings}`);
 //! - tool `preview_reply` `{text, readings?, block?}`: the reply's fallback text and an
-//!   outline of the evaluated view, with `readings` as sample query results;
+//!   outline of the evaluated view, with `readings` as sample query results
+//!   (`structuredContent` `{fallbackText, blocks: [{id, outline, diagnostics,
+//!   evaluationErrors}], unusedReadings}`, `evaluationErrors` what the evaluation could not
+//!   draw: `{code, message?, nodeId?, fallback?}`);
 //! - tool `describe_component` `{name}`: props, types, parent and child rules, an example;
 //! - resource `uiblocks://catalog`: the agent-facing catalog reference;
 //! - prompt `write_ui_block`: the session note and how to use the tools.
@@ -157,6 +160,10 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
         }
         shown.push(with_readings);
         let mut outline = String::new();
+        // What the evaluation could not draw: its diagnostics, each node drawn as its
+        // fallback, or the failure of the whole evaluation (the compile's diagnostics are
+        // counted apart).
+        let mut errors = Vec::new();
         match UiState::new(b, limits).and_then(|mut state| {
             for (name, value) in &mine {
                 state.set_query(name, value, b)?;
@@ -166,15 +173,29 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
             Ok(view) => {
                 for node in &view.nodes {
                     outline_node(node, 0, &mut outline);
+                    node_errors(node, &mut errors);
                 }
                 for d in &view.diagnostics {
                     outline.push_str(&format!("! {}: {}\n", d.code, d.message));
+                    let mut error = json!({"code": d.code.as_str(), "message": d.message});
+                    if let Some(id) = &d.node_id {
+                        error["nodeId"] = json!(id);
+                    }
+                    errors.push(error);
                 }
             }
-            Err(e) => outline.push_str(&format!("! {}: {}\n", e.code, e.message)),
+            Err(e) => {
+                outline.push_str(&format!("! {}: {}\n", e.code, e.message));
+                errors.push(json!({"code": e.code.as_str(), "message": e.message}));
+            }
         }
         text_out.push_str(&format!("Block {} ({}):\n{outline}\n", index + 1, b.id));
-        outlines.push(json!({"id": b.id, "outline": outline, "diagnostics": b.diagnostics.len()}));
+        outlines.push(json!({
+            "id": b.id,
+            "outline": outline,
+            "diagnostics": b.diagnostics.len(),
+            "evaluationErrors": errors,
+        }));
     }
     let fallback = if block {
         shown
@@ -195,6 +216,17 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
         text: out,
         structured: json!({"fallbackText": fallback, "blocks": outlines, "unusedReadings": unused}),
         is_error: false,
+    }
+}
+
+/// Each node of `node`'s tree that the evaluation drew as its fallback: `{code, nodeId,
+/// fallback}`.
+fn node_errors(node: &ViewNode, out: &mut Vec<serde_json::Value>) {
+    if let Some(code) = node.error {
+        out.push(json!({"code": code.as_str(), "nodeId": node.id, "fallback": node.fallback}));
+    }
+    for child in &node.children {
+        node_errors(child, out);
     }
 }
 

@@ -97,6 +97,7 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
             .starts_with("Summary\n  \"2\"\n"),
         "{structured}"
     );
+    assert_eq!(structured["blocks"][0]["evaluationErrors"], json!([]));
 
     // describe_component, and an unknown one as a tool error.
     let result = tokio::time::timeout(
@@ -237,4 +238,22 @@ async fn check_reply_checks_queries_against_the_hosts_sources() {
     // Without sources both queries are unknown; with the host's, only the empty branch fails.
     assert_eq!(codes_by_server[0], ["unknown_query", "unknown_query"]);
     assert_eq!(codes_by_server[1], ["invalid_query"]);
+}
+
+/// The errors the check cannot see (an expression in text is judged when the block is
+/// evaluated) are in `preview_reply`'s structured answer too, not only in its outline.
+#[test]
+fn preview_reply_lists_what_the_evaluation_could_not_draw() {
+    let reply = "```ui\n$rows = [1, 2]\n<Summary>{@Round(1, 2, 3)}</Summary>\n<Callout tone=\"info\">{$rows.length + 1}</Callout>\n```\n";
+    let answer = ui_cli::mcp::preview_reply(reply, &ui_core::Record::default(), false);
+    let block = &answer.structured["blocks"][0];
+    assert_eq!(block["diagnostics"], 0, "the compile saw nothing: {block}");
+    let errors = block["evaluationErrors"].as_array().unwrap();
+    assert!(!errors.is_empty(), "{block}");
+    for error in errors {
+        assert!(
+            error["code"].is_string() && error["nodeId"].is_string(),
+            "{error}"
+        );
+    }
 }

@@ -117,9 +117,10 @@ pub fn lint_table() -> String {
             ),
             LintCode::UnknownColumn => (
                 "a `Column` whose `key` is in none of the rows, when the rows are record \
-                 literals (in the prop, where values may be computed; in a declared default, \
-                 with the records a Button's `@Set` puts in; through `@Filter`) or come from a \
-                 source whose fields the host knows",
+                 literals (in the prop, where values may be computed; in a declared default \
+                 that holds rows, with the records a Button's `@Set` puts in; through \
+                 `@Filter`) or come from a source whose fields the host knows; an empty list \
+                 says nothing of fields, so it is never judged",
                 "the closest field within edit distance 2",
             ),
             _ => ("", "—"),

@@ -131,7 +131,11 @@
 //! the source reads with. That is why garde is a dependency: one derive states the rules
 //! once, the compiler and the reads apply the same ones, and the source only ever sees
 //! arguments that passed them. The result type is checked the same way
-//! ([`Typed`]), so a source cannot hand a page a value its own type forbids.
+//! ([`Typed`]), so a source cannot hand a page a value its own type forbids. What agents
+//! read about the arguments in the catalog is a description written apart (the server's
+//! `SourceInfo::args`, a JSON Schema): it enforces nothing, so a source that changes its
+//! rules changes that description with them (`crates/ui-server/examples/embed.rs` keeps
+//! the two side by side).
 //!
 //! Dependencies beyond the card's (tokio, async-trait, garde, thiserror, serde; `schemars`
 //! with the `schema` feature, for the JSON Schemas of payloads, readings and frozen state):

@@ -687,30 +687,33 @@ result = { type = "array", items = { type = "object", properties = { name = { ty
         .collect();
     assert_eq!(codes, ["invalid_query", "unknown_column"], "{findings:?}");
     assert_eq!(findings[1]["fix"]["text"], "status");
-    // A file that is not a sources file is a usage error.
-    let broken = temp_file("broken.toml", "[[source]]\nname = 1\n");
-    let out = run(&[
-        "check",
-        "--sources",
-        broken.to_str().unwrap(),
-        block.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    // JSON sources are checked as sources.toml's `args` are: an object schema each, of
-    // types the subset knows; a misspelled wrapper is named.
-    for (json, says) in [
-        (r#"{"ci.runs": 5}"#, "\"type\": \"object\""),
-        (r#"{"ci.runs": {"type": "objekt"}}"#, "\"type\": \"object\""),
+    // A file that is not a sources file is a usage error, named; JSON sources are checked
+    // as sources.toml's `args` are: an object schema each, of types the subset knows; a
+    // misspelled wrapper is named.
+    for (name, json, says) in [
+        ("broken.toml", "[[source]]\nname = 1\n", "broken.toml"),
         (
+            "bad-sources.json",
+            r#"{"ci.runs": 5}"#,
+            "\"type\": \"object\"",
+        ),
+        (
+            "bad-sources.json",
+            r#"{"ci.runs": {"type": "objekt"}}"#,
+            "\"type\": \"object\"",
+        ),
+        (
+            "bad-sources.json",
             r#"{"ci.runs": {"type": "object", "properties": {"branch": {"type": "strng"}}}}"#,
             "unsupported schema type",
         ),
         (
+            "bad-sources.json",
             r#"{"querySchema": {"ci.runs": {"type": "object"}}}"#,
             "spelled `querySchemas`",
         ),
     ] {
-        let file = temp_file("bad-sources.json", json);
+        let file = temp_file(name, json);
         let out = run(&[
             "check",
             "--sources",

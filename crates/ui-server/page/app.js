@@ -1952,10 +1952,11 @@ function chatInAddress() {
   return new URLSearchParams(hash.replace(/^#/, "")).get("chat");
 }
 
+// `id` null: no chat (signed out).
 function putChatInAddress(id) {
   if (typeof history === "undefined" || !history.replaceState) return;
-  const hash = "#chat=" + encodeURIComponent(id);
-  if (location.hash !== hash) history.replaceState(null, "", location.pathname + location.search + hash);
+  const hash = id === null ? "" : "#chat=" + encodeURIComponent(id);
+  if ((location.hash || "") !== hash) history.replaceState(null, "", location.pathname + location.search + hash);
 }
 
 async function openChat(id) {
@@ -2095,9 +2096,7 @@ function leaveWorkspace() {
   $("#chat-list").replaceChildren();
   $("#chat-title").textContent = "Pick a chat";
   $("#insert-note").textContent = "";
-  if (typeof history !== "undefined" && history.replaceState && location.hash) {
-    history.replaceState(null, "", location.pathname + location.search);
-  }
+  putChatInAddress(null);
   $("#workspace").hidden = true;
   $("#signin").hidden = false;
   $("#who").textContent = "";

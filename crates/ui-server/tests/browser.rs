@@ -760,6 +760,9 @@ async fn flow(client: &Client, server: &DemoServer, axe: &str) {
     let shot = full_page_screenshot(client, "every-component.png").await;
     println!("e2e: screenshot {}", shot.display());
 
+    // ---- a phone's width ----
+    narrow_window(client).await;
+
     // No console errors and no failed request during the whole flow (the page's boot
     // included: signed out, it asks `/api/session`, which answers 200).
     let problems = js(client, PROBLEMS, vec![]).await;
@@ -770,6 +773,49 @@ async fn flow(client: &Client, server: &DemoServer, axe: &str) {
         problems["requests"].as_u64().is_some_and(|n| n > 0),
         "the resource timing buffer records the page's requests: {problems:#}"
     );
+}
+
+/// At a phone's width every demo chat fits the window: the page stacks into one column,
+/// and a block's long words wrap and its wide tables scroll inside it. (The workspace was
+/// two columns at any width: at 390 px the chat column was 90 px wide and the page 493–722
+/// px wide.) The window is asked for a 390 px viewport; whatever the browser allows, it
+/// must be a phone's width (at most 500 px) for the check to mean anything.
+async fn narrow_window(client: &Client) {
+    let frame = js(
+        client,
+        "return window.outerWidth - window.innerWidth;",
+        vec![],
+    )
+    .await
+    .as_u64()
+    .unwrap_or(0);
+    client
+        .set_window_size(390 + frame as u32, 844)
+        .await
+        .expect("the window resizes");
+    let width = wait_until(
+        client,
+        "the viewport to narrow",
+        SLOW,
+        "return window.innerWidth;",
+        |w| w.as_u64().is_some_and(|w| w <= 500),
+    )
+    .await
+    .as_u64()
+    .unwrap_or(0);
+    for (title, blocks) in [(CHAT_TITLE, 2), (RELEASE_TITLE, 2), (EVERY_TITLE, 1)] {
+        open_chat(client, title, blocks).await;
+        let page = js(
+            client,
+            "const d = document.documentElement; return [d.scrollWidth, d.clientWidth];",
+            vec![],
+        )
+        .await;
+        assert!(
+            page[0].as_u64() <= page[1].as_u64(),
+            "{title}: the page ([scroll, client] {page}) is wider than the {width} px window"
+        );
+    }
 }
 
 /// A screenshot of the whole page: the window is made as tall as the document first

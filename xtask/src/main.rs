@@ -273,8 +273,10 @@ fn ci_steps(root: &Path) -> Result<(), String> {
     // `[connections.NAME]`: the same cluster) and two `uiblocks serve` processes on one
     // database (`ui-cli`'s `tests/instances.rs`). `UI_PG_REQUIRED` and
     // `UI_SERVER_PG_REQUIRED` turn a missing database into a failure instead of a skip.
-    // Each of those tests makes its own database or schema.
-    with_postgres(root, |conninfo| {
+    // Each of those tests makes its own database or schema. The cluster speaks TLS with a
+    // certificate of its own test CA (`UI_PG_TLS_ROOT`), so the connections that do not
+    // say `sslmode` run over TLS, and `ui-sync`'s `tests/pg_tls.rs` checks each mode.
+    with_postgres(root, |conninfo, tls_root| {
         run(
             root,
             &Step {
@@ -293,6 +295,7 @@ fn ci_steps(root: &Path) -> Result<(), String> {
                     ("UI_PG_REQUIRED", "1"),
                     ("UI_SERVER_PG", conninfo),
                     ("UI_SERVER_PG_REQUIRED", "1"),
+                    ("UI_PG_TLS_ROOT", tls_root),
                 ],
             },
         )
@@ -364,13 +367,17 @@ const POSTGRES_USER: &str = "postgres";
 /// server as `postgres` on a free port of 127.0.0.1 (socket in the same directory); runs
 /// `body` with `host=127.0.0.1 port=<port> user=postgres dbname=postgres`; then stops the
 /// server (`pg_ctl stop -m fast`) and removes the directory, whether `body` failed or not.
-fn with_postgres(root: &Path, body: impl FnOnce(&str) -> Result<(), String>) -> Result<(), String> {
+fn with_postgres(
+    root: &Path,
+    body: impl FnOnce(&str, &str) -> Result<(), String>,
+) -> Result<(), String> {
     if let Some(conninfo) = std::env::var("UI_SYNC_PG")
         .ok()
         .filter(|c| !c.trim().is_empty())
     {
         println!("\n==> [postgres] UI_SYNC_PG is set: using that database, starting none");
-        return body(&conninfo);
+        let tls_root = std::env::var("UI_PG_TLS_ROOT").unwrap_or_default();
+        return body(&conninfo, &tls_root);
     }
     println!("\n==> [postgres] provisioning a throwaway PostgreSQL cluster");
     if !is_root() {
@@ -398,8 +405,10 @@ fn with_postgres(root: &Path, body: impl FnOnce(&str) -> Result<(), String>) -> 
         "host=127.0.0.1 port={} user={POSTGRES_USER} dbname=postgres",
         cluster.port
     );
-    println!("    UI_SYNC_PG={conninfo}");
-    let outcome = body(&conninfo);
+    let tls_root = cluster.dir.join("tls").join("ca.pem");
+    let tls_root = tls_root.to_string_lossy();
+    println!("    UI_SYNC_PG={conninfo}\n    UI_PG_TLS_ROOT={tls_root}");
+    let outcome = body(&conninfo, &tls_root);
     // `cluster` stops the server and removes its directory when dropped, also on failure.
     drop(cluster);
     outcome
@@ -962,9 +971,11 @@ impl Cluster {
                 "--no-sync",
             ],
         )?;
+        let tls = cluster.tls_files()?;
         cluster.port = free_port()?;
         let options = format!(
-            "-p {} -k {dir_text} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {dir_text} -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on \
+             -c ssl_cert_file={tls}/server.pem -c ssl_key_file={tls}/server.key",
             cluster.port
         );
         let pg_ctl = text(bin.join("pg_ctl"));
@@ -990,6 +1001,106 @@ impl Cluster {
             ],
         )?;
         Ok(cluster)
+    }
+
+    /// A test CA and a server certificate it signed, in `<dir>/tls` (`ca.pem`,
+    /// `server.pem`, `server.key`, made with the `openssl` command, installed when
+    /// missing): ECDSA P-256, the name `localhost` and no IP address, so `verify-full` to
+    /// `127.0.0.1` fails where `verify-ca` passes. Also lets the role `ui_scram` sign in
+    /// only with a password over TLS (`hostssl … scram-sha-256` and `hostnossl … reject`,
+    /// before initdb's `trust` lines), for the channel binding test. Returns the directory.
+    fn tls_files(&self) -> Result<String, String> {
+        let has_openssl = Command::new("openssl")
+            .arg("version")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !has_openssl {
+            apt_install(&self.root, "openssl-install", &["openssl"])
+                .map_err(|step| format!("postgres: installing openssl failed: {step}"))?;
+        }
+        let tls = self.dir.join("tls");
+        std::fs::create_dir(&tls)
+            .map_err(|e| format!("postgres: cannot create {}: {e}", tls.display()))?;
+        let file = |name: &str| tls.join(name).to_string_lossy().into_owned();
+        std::fs::write(
+            tls.join("server.ext"),
+            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .map_err(|e| format!("postgres: cannot write server.ext: {e}"))?;
+        let (ca_key, ca, key, csr, cert, ext) = (
+            file("ca.key"),
+            file("ca.pem"),
+            file("server.key"),
+            file("server.csr"),
+            file("server.pem"),
+            file("server.ext"),
+        );
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca_args = vec!["req", "-x509"];
+        ca_args.extend(ec);
+        ca_args.extend([
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca,
+            "-days",
+            "3",
+            "-subj",
+            "/CN=uiblocks test CA",
+        ]);
+        self.step("postgres-tls-ca", "openssl", &ca_args)?;
+        let mut req_args = vec!["req"];
+        req_args.extend(ec);
+        req_args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"]);
+        self.step("postgres-tls-csr", "openssl", &req_args)?;
+        self.step(
+            "postgres-tls-sign",
+            "openssl",
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &ca,
+                "-CAkey",
+                &ca_key,
+                "-CAcreateserial",
+                "-out",
+                &cert,
+                "-days",
+                "3",
+                "-sha256",
+                "-extfile",
+                &ext,
+            ],
+        )?;
+        let tls_text = tls.to_string_lossy().into_owned();
+        self.step(
+            "postgres-tls-chown",
+            "chown",
+            &["-R", &format!("{POSTGRES_USER}:"), &tls_text],
+        )?;
+        self.step("postgres-tls-chmod", "chmod", &["600", &key])?;
+        let hba = self.dir.join("data").join("pg_hba.conf");
+        let trust = std::fs::read_to_string(&hba)
+            .map_err(|e| format!("postgres: cannot read {}: {e}", hba.display()))?;
+        std::fs::write(
+            &hba,
+            format!(
+                "hostssl all ui_scram 127.0.0.1/32 scram-sha-256\n\
+                 hostnossl all ui_scram 127.0.0.1/32 reject\n{trust}"
+            ),
+        )
+        .map_err(|e| format!("postgres: cannot write {}: {e}", hba.display()))?;
+        Ok(tls_text)
     }
 
     fn step(&self, label: &str, program: &str, args: &[&str]) -> Result<(), String> {

@@ -29,7 +29,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::str::FromStr as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -38,8 +37,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 use tokio_util::sync::CancellationToken;
+use ui_sync::PgConnect;
 
 /// Connections one `[connections.NAME]` may open at most.
 pub(crate) const MAX_POOL: usize = 64;
@@ -77,7 +77,7 @@ pub(crate) enum Target {
     /// A SQLite file, opened read-only.
     Sqlite(PathBuf),
     /// A PostgreSQL database.
-    Postgres(Box<tokio_postgres::Config>),
+    Postgres(Box<PgConnect>),
 }
 
 impl std::fmt::Debug for Target {
@@ -85,7 +85,7 @@ impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
-            Target::Postgres(c) => write!(f, "postgres (dbname {:?})", c.get_dbname()),
+            Target::Postgres(c) => write!(f, "postgres (dbname {:?})", c.config().get_dbname()),
         }
     }
 }
@@ -164,8 +164,7 @@ fn parse_url(url: &str) -> Result<Target, String> {
         return Ok(Target::Sqlite(PathBuf::from(path)));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| format!("not a PostgreSQL URL: {e}"))?;
+        let config = PgConnect::parse(url).map_err(|e| e.to_string())?;
         return Ok(Target::Postgres(Box::new(config)));
     }
     Err("must start with `postgres://`, `postgresql://` or `sqlite://`".into())
@@ -181,7 +180,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A bounded pool of PostgreSQL clients.
 pub(crate) struct PgPool {
     name: String,
-    config: tokio_postgres::Config,
+    config: PgConnect,
     connect_timeout: Duration,
     idle: Mutex<Vec<Client>>,
     permits: Arc<Semaphore>,
@@ -206,18 +205,19 @@ const KEEPALIVE_RETRIES: u32 = 3;
 /// Connects with `config` within `timeout`; the connection's task runs until the client
 /// is dropped and passes its notifications (if any) to `notifications`.
 async fn pg_connect(
-    config: &tokio_postgres::Config,
+    config: &PgConnect,
     timeout: Duration,
     notifications: Option<tokio::sync::mpsc::Sender<tokio_postgres::Notification>>,
 ) -> Result<Client, String> {
     let mut config = config.clone();
     config
+        .config_mut()
         .connect_timeout(timeout)
         .keepalives(true)
         .keepalives_idle(KEEPALIVE_IDLE)
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_RETRIES);
-    let (client, mut connection) = tokio::time::timeout(timeout, config.connect(NoTls))
+    let (client, mut connection) = tokio::time::timeout(timeout, config.connect())
         .await
         .map_err(|_| format!("no connection within {} ms", timeout.as_millis()))?
         .map_err(|e| e.to_string())?;
@@ -313,7 +313,7 @@ impl PgPool {
     /// Asks the backend behind `token` to stop its statement (within [`CANCEL_TIMEOUT`]);
     /// a failure is logged.
     async fn cancel_backend(&self, token: tokio_postgres::CancelToken) {
-        match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(NoTls)).await {
+        match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(self.config.tls())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(connection = %self.name, error = %e, "a PostgreSQL cancel request failed");
@@ -787,7 +787,7 @@ enum Stop {
 }
 
 async fn listen_once(
-    config: &tokio_postgres::Config,
+    config: &PgConnect,
     timeout: Duration,
     by_channel: &BTreeMap<String, Vec<Listened>>,
     sync: &ui_sync::SyncService,
@@ -1017,7 +1017,7 @@ mod tests {
         let Some(conninfo) = pg_conninfo() else {
             return;
         };
-        let config = tokio_postgres::Config::from_str(&conninfo).unwrap();
+        let config = PgConnect::parse(&conninfo).unwrap();
         let spec = ConnectionSpec {
             name: "app".into(),
             target: Target::Postgres(Box::new(config.clone())),

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::Client;
+use ui_sync::PgConnect;
 
 use crate::db::{DbError, DbResult, Migration};
 use crate::error::ServerError;
@@ -30,10 +31,12 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
-/// The connection string of `url` without its password (for logs and messages).
+/// The connection string of `url` without its password, and its TLS mode (for logs and
+/// messages): `postgres://app@db:5432/app (TLS verify-full)`.
 pub(crate) fn redacted(url: &str) -> String {
-    match url.parse::<Config>() {
-        Ok(c) => {
+    match PgConnect::parse(url) {
+        Ok(connect) => {
+            let c = connect.config();
             let hosts: Vec<String> = c
                 .get_hosts()
                 .iter()
@@ -44,11 +47,12 @@ pub(crate) fn redacted(url: &str) -> String {
                 })
                 .collect();
             format!(
-                "postgres://{}@{}:{}/{}",
+                "postgres://{}@{}:{}/{} (TLS {})",
                 c.get_user().unwrap_or(""),
                 hosts.join(","),
                 c.get_ports().first().copied().unwrap_or(5432),
-                c.get_dbname().unwrap_or("")
+                c.get_dbname().unwrap_or(""),
+                connect.tls_mode()
             )
         }
         Err(_) => "postgres://(unparsable)".to_owned(),
@@ -56,7 +60,7 @@ pub(crate) fn redacted(url: &str) -> String {
 }
 
 struct Inner {
-    config: Config,
+    config: PgConnect,
     /// `SET …` run on every new connection.
     session: String,
     idle: Mutex<Vec<Client>>,
@@ -124,11 +128,12 @@ impl PgDb {
         timeout: Duration,
         migrations: &[Migration],
     ) -> Result<PgDb, ServerError> {
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| ServerError::Config(format!("database.url: not a PostgreSQL URL: {e}")))?;
-        config.connect_timeout(timeout);
-        config.application_name("uiblocks");
+        let mut config =
+            PgConnect::parse(url).map_err(|e| ServerError::Config(format!("database.url: {e}")))?;
+        config
+            .config_mut()
+            .connect_timeout(timeout)
+            .application_name("uiblocks");
         let ms = timeout.as_millis().max(1);
         let db = PgDb {
             inner: Arc::new(Inner {
@@ -171,7 +176,7 @@ impl PgDb {
         let client = match idle {
             Some(c) => c,
             None => {
-                let (client, connection) = self.inner.config.connect(NoTls).await?;
+                let (client, connection) = self.inner.config.connect().await?;
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(error = %e, "a database connection ended");

@@ -506,8 +506,8 @@ impl FileConfig {
                     }
                     config.database = path.into();
                 } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-                    if let Err(e) = url.parse::<tokio_postgres::Config>() {
-                        return Err(bad("database.url", format!("not a PostgreSQL URL: {e}")));
+                    if let Err(e) = ui_sync::PgConnect::parse(&url) {
+                        return Err(bad("database.url", e.to_string()));
                     }
                     config.postgres = Some(PostgresConfig::new(url));
                 } else {
@@ -837,8 +837,33 @@ cookie = "app_token"
         assert_eq!((pg.pool, pg.timeout), (4, Duration::from_secs(2)));
         assert_eq!(
             config.database_label(),
-            "postgres://ui@db.internal:5433/app",
+            "postgres://ui@db.internal:5433/app (TLS prefer)",
             "no password in what is printed"
+        );
+        // TLS keys are read with the URL: a wrong one stops the start, naming the key.
+        for (url, said) in [
+            (
+                "postgres://ui@db/app?sslmode=sometimes",
+                "sslmode: `sometimes` is not one of",
+            ),
+            (
+                "postgres://ui@db/app?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+                "sslrootcert: /nonexistent/ca.pem",
+            ),
+            (
+                "postgres://ui@db/app?sslcert=/c.pem",
+                "sslcert and sslkey go together",
+            ),
+        ] {
+            let f = file(&format!("[database]\nurl = \"{url}\"\n"));
+            let e = load_config(Some(&f.0), env(&[])).unwrap_err().to_string();
+            assert!(e.contains("database.url") && e.contains(said), "{e}");
+        }
+        let f = file("[database]\nurl = \"postgres://ui@db/app?sslmode=require\"\n");
+        let config = load_config(Some(&f.0), env(&[])).unwrap();
+        assert_eq!(
+            config.database_label(),
+            "postgres://ui@db:5432/app (TLS require)"
         );
         assert!(!format!("{config:?}").contains("pw@"));
         // The environment wins over the file.

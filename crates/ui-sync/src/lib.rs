@@ -7,7 +7,9 @@
 //!
 //! - [`SqliteStore`] (one file, several processes) and, with the `postgres` feature,
 //!   `PgStore` (several instances) keep the log behind [`SyncStore`]: seqs in commit order,
-//!   epochs, cursors `<epoch>.<seq>`, retention from the oldest end.
+//!   epochs, cursors `<epoch>.<seq>`, retention from the oldest end. `PgConnect` reads a
+//!   PostgreSQL connection string with its TLS keys as libpq does (`sslmode`,
+//!   `sslrootcert`, `sslcert`, `sslkey`); the log and `ui-server` connect through it.
 //! - [`SyncService`] is the per-process part: it records drafts (coalesced in a 50 ms
 //!   window, never lost: overflow becomes coarser rows), tails the log into a bounded hub,
 //!   keeps the latest-change index that live readings consult (`ui-server` adapts it to
@@ -53,7 +55,9 @@
 //! ```
 //!
 //! Dependencies beyond the card's: `rusqlite` (bundled SQLite, the embedded log),
-//! `tokio-postgres` (optional, several instances), `hmac`/`sha2` for the salted tokens and
+//! `tokio-postgres` (optional, several instances) with `rustls`, `tokio-rustls` and
+//! `rustls-native-certs` for its TLS (the `ring` provider: no OpenSSL or aws-lc C build;
+//! TLS is not code to write ourselves), `hmac`/`sha2` for the salted tokens and
 //! `getrandom` for epochs, salts and page ids — each the smallest well-kept crate for the job;
 //! `foldhash` for the latest index, which every `ui.query` of a feed source looks up (its
 //! keys are salted tokens, so a fast hasher needs no flood resistance);
@@ -64,6 +68,8 @@ mod audience;
 pub mod client;
 mod error;
 mod latest;
+#[cfg(feature = "postgres")]
+mod pg_connect;
 mod poll;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -77,6 +83,8 @@ mod types;
 
 pub use audience::parse_audience;
 pub use error::SyncError;
+#[cfg(feature = "postgres")]
+pub use pg_connect::{PgConnect, PgConnectError, PgConnection, PgTls, PgTlsConnect, PgTlsStream};
 pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,

@@ -20,7 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, Client, Config, IsolationLevel, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, IsolationLevel, Statement};
+
+use crate::pg_connect::{PgConnect, PgConnection};
 use ui_core::SyncLimits;
 
 use crate::error::SyncError;
@@ -179,14 +181,14 @@ fn quote_ident(name: &str) -> String {
 
 /// How every connection is opened: the parsed connection string and the session settings.
 struct Setup {
-    config: Config,
+    config: PgConnect,
     /// `SET …` statements run on every new data connection.
     session: String,
 }
 
 impl Setup {
     async fn open(&self) -> Result<Live, SyncError> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(db)?;
+        let (client, connection) = self.config.connect().await.map_err(db)?;
         tokio::spawn(async move {
             // Ends with an error when the server goes away; the next call reconnects.
             if let Err(e) = connection.await {
@@ -281,10 +283,10 @@ impl Listen {
 /// The listener (§6.3): a dedicated connection that `LISTEN ui_sync`; every (re)connect is
 /// a wake-up (notifications sent while it was down are gone); reconnects back off from
 /// `min` doubling to `max`.
-async fn listener(config: Config, listen: Arc<Listen>, min: Duration, max: Duration) {
+async fn listener(config: PgConnect, listen: Arc<Listen>, min: Duration, max: Duration) {
     let mut delay = min;
     loop {
-        match config.connect(NoTls).await {
+        match config.connect().await {
             Ok((client, connection)) => {
                 if listen_on(&client, connection, &listen).await {
                     delay = min;
@@ -305,14 +307,7 @@ async fn listener(config: Config, listen: Arc<Listen>, min: Duration, max: Durat
 /// One connection of the [`listener`]: `LISTEN`, wake the tailer, and pass notifications
 /// on until the connection ends; whether `LISTEN` was accepted. Every way it ends is
 /// logged: the listener then connects again.
-async fn listen_on(
-    client: &Client,
-    mut connection: tokio_postgres::Connection<
-        tokio_postgres::Socket,
-        tokio_postgres::tls::NoTlsStream,
-    >,
-    listen: &Arc<Listen>,
-) -> bool {
+async fn listen_on(client: &Client, mut connection: PgConnection, listen: &Arc<Listen>) -> bool {
     let state = Arc::clone(listen);
     let driver = tokio::spawn(async move {
         loop {
@@ -606,8 +601,8 @@ impl Drop for PgStore {
 
 impl PgStore {
     /// Connects to the database of `conninfo` (a libpq-style string such as
-    /// `host=127.0.0.1 port=5432 user=postgres dbname=app`, or a `postgresql://` URL) and
-    /// opens the log in `schema` (created when missing; `None`: the connection's default
+    /// `host=127.0.0.1 port=5432 user=postgres dbname=app`, or a `postgresql://` URL, with
+    /// TLS as its `sslmode` says: [`crate::PgConnect`]) and opens the log in `schema` (created when missing; `None`: the connection's default
     /// search path). A schema without the meta row gets a new log: a new epoch and salt,
     /// created in the same transaction as the tables. The listener reconnects with the
     /// default backoff (`listenReconnectMin`/`Max` of [`SyncLimits::DEFAULT`]).
@@ -629,10 +624,10 @@ impl PgStore {
         schema: Option<&str>,
         limits: &SyncLimits,
     ) -> Result<PgStore, SyncError> {
-        let mut config: Config = conninfo
-            .parse()
+        let mut config = PgConnect::parse(conninfo)
             .map_err(|e| SyncError::Invalid(format!("connection string: {e}")))?;
         config
+            .config_mut()
             .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
             .keepalives(true)
             .keepalives_idle(Duration::from_millis(KEEPALIVE_IDLE_MS))
@@ -642,8 +637,8 @@ impl PgStore {
             return Err(SyncError::Invalid("an empty schema name".into()));
         }
         let mut listen_config = config.clone();
-        listen_config.application_name(LISTEN_APP_NAME);
-        config.application_name(APP_NAME);
+        listen_config.config_mut().application_name(LISTEN_APP_NAME);
+        config.config_mut().application_name(APP_NAME);
         let mut session = format!("SET statement_timeout = {STATEMENT_TIMEOUT_MS};");
         if let Some(schema) = schema {
             session.push_str(&format!("SET search_path TO {};", quote_ident(schema)));

@@ -1,0 +1,120 @@
+//! `PgConnect` against a PostgreSQL that speaks TLS: each `sslmode` connects, or refuses,
+//! as libpq's would, and SCRAM's channel binding holds.
+//!
+//! Needs `UI_SYNC_PG` (a `host=127.0.0.1 …` connection string of a superuser) and
+//! `UI_PG_TLS_ROOT`: the CA file whose certificate the server presents, for the name
+//! `localhost` only, with `hostssl … ui_scram … scram-sha-256` and `hostnossl … ui_scram …
+//! reject` first in `pg_hba.conf`.
+//! `cargo xtask ci` starts such a cluster; without the variables these tests pass
+//! without checking anything unless `UI_PG_REQUIRED` is set.
+#![cfg(feature = "postgres")]
+
+use std::path::Path;
+use std::time::Duration;
+
+use ui_sync::PgConnect;
+
+/// The cluster's connection string and the CA file, when both are set.
+fn cluster() -> Option<(String, String)> {
+    let conninfo = std::env::var("UI_SYNC_PG").ok().filter(|c| !c.is_empty());
+    let root = std::env::var("UI_PG_TLS_ROOT")
+        .ok()
+        .filter(|r| !r.is_empty());
+    match (conninfo, root) {
+        (Some(conninfo), Some(root)) if conninfo.contains("host=127.0.0.1") => {
+            Some((conninfo, root))
+        }
+        _ if std::env::var_os("UI_PG_REQUIRED").is_some() => panic!(
+            "UI_PG_REQUIRED is set: these tests need UI_SYNC_PG (host=127.0.0.1 …) and \
+             UI_PG_TLS_ROOT (`cargo xtask ci` sets both)"
+        ),
+        _ => None,
+    }
+}
+
+/// `step` within 10 s, or a panic naming it and `conninfo` (a test never hangs).
+async fn bounded<T>(conninfo: &str, step: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .unwrap_or_else(|_| panic!("{step} took over 10 s: {conninfo}"))
+}
+
+/// Whether the session `conninfo` opens runs over TLS, or why it could not open.
+async fn over_tls(conninfo: &str) -> Result<bool, String> {
+    let connect = PgConnect::parse(conninfo).map_err(|e| e.to_string())?;
+    let (client, connection) = bounded(conninfo, "connecting", connect.connect())
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let driver = tokio::spawn(connection);
+    let sql = "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+    let row = bounded(conninfo, "the query", client.query_one(sql, &[]))
+        .await
+        .map_err(|e| e.to_string())?;
+    drop(client);
+    bounded(conninfo, "closing", driver)
+        .await
+        .expect("the connection task")
+        .expect("a clean end");
+    Ok(row.get(0))
+}
+
+#[tokio::test]
+async fn each_sslmode_connects_or_refuses_as_libpq_does() {
+    let Some((conninfo, root)) = cluster() else {
+        return;
+    };
+    let by_name = conninfo.replace("host=127.0.0.1", "host=localhost");
+    // No sslmode is `prefer`: TLS, since the server offers it.
+    assert_eq!(over_tls(&conninfo).await, Ok(true));
+    assert_eq!(
+        over_tls(&format!("{conninfo} sslmode=disable")).await,
+        Ok(false)
+    );
+    assert_eq!(
+        over_tls(&format!("{conninfo} sslmode=require")).await,
+        Ok(true)
+    );
+    let full = format!("sslmode=verify-full sslrootcert={root}");
+    assert_eq!(over_tls(&format!("{by_name} {full}")).await, Ok(true));
+    // The certificate names `localhost`, not the address: verify-full refuses it there,
+    // verify-ca (and require with a root file) only checks the chain.
+    let refused = over_tls(&format!("{conninfo} {full}")).await.unwrap_err();
+    assert!(refused.contains("NotValidForName"), "{refused}");
+    let ca = format!("sslmode=verify-ca sslrootcert={root}");
+    assert_eq!(over_tls(&format!("{conninfo} {ca}")).await, Ok(true));
+    let require = format!("sslmode=require sslrootcert={root}");
+    assert_eq!(over_tls(&format!("{conninfo} {require}")).await, Ok(true));
+    // A root file that does not sign the server's certificate: refused, whatever the name.
+    let server = Path::new(&root).with_file_name("server.pem");
+    let wrong = format!("sslmode=verify-ca sslrootcert={}", server.display());
+    let refused = over_tls(&format!("{by_name} {wrong}")).await.unwrap_err();
+    assert!(refused.contains("UnknownIssuer"), "{refused}");
+}
+
+#[tokio::test]
+async fn scram_with_channel_binding_required_signs_in_over_tls() {
+    let Some((conninfo, _)) = cluster() else {
+        return;
+    };
+    let admin = PgConnect::parse(&format!("{conninfo} sslmode=disable")).unwrap();
+    let (client, connection) = bounded(&conninfo, "connecting", admin.connect())
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let role = client.batch_execute(
+        "DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ui_scram') THEN
+                 CREATE ROLE ui_scram LOGIN;
+               END IF;
+             END $$;
+             SET password_encryption = 'scram-sha-256';
+             ALTER ROLE ui_scram PASSWORD 'ui-scram-secret';",
+    );
+    bounded(&conninfo, "making the role", role).await.unwrap();
+    let scram = conninfo.replace("user=postgres", "user=ui_scram password=ui-scram-secret");
+    assert!(scram.contains("user=ui_scram"), "{conninfo}");
+    let bound = format!("{scram} sslmode=require channel_binding=require");
+    assert_eq!(over_tls(&bound).await, Ok(true));
+    // The role may only sign in over TLS (`hostssl`): without it the server refuses.
+    assert!(over_tls(&format!("{scram} sslmode=disable")).await.is_err());
+}

@@ -18,8 +18,11 @@
 //!   stream whose client stopped reading ends there and frees its slot.
 //! - **Graceful shutdown**: stop accepting, let the idle connections go, spread the event
 //!   streams' `bye shutdown` over `shutdown_spread`, let the requests in flight finish,
-//!   then stop the change feed and checkpoint the database — all within `drain_timeout`,
-//!   after which the connections still open are dropped.
+//!   then stop the change feed and checkpoint the database — all within `drain_timeout`
+//!   (the feed's last write gets at least a second even when the connections took it
+//!   all), after which the connections still open are dropped, the change events the
+//!   feed could not write are logged as lost, and the process ends: a database that
+//!   stopped answering never holds the shutdown.
 //!
 //! A keep-alive connection that pipelines a request while the previous one is answered is
 //! timed as idle (not as reading a head) until its next request is dispatched.
@@ -61,6 +64,10 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Pause after an accept failure that is not about one connection (out of file
 /// descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The least time the change feed gets to stop (and write what it queued) at shutdown,
+/// even when draining the connections took the whole `drain_timeout`.
+const FEED_STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Files the process keeps open besides its connections (database, log, listener, …).
 const FILES_BESIDE_CONNECTIONS: u64 = 64;
@@ -256,7 +263,8 @@ pub async fn serve_on(
     );
     state.shut_down_streams();
     stop.send_replace(true);
-    let drained = tokio::time::timeout(limits.drain_timeout, async {
+    let deadline = tokio::time::Instant::now() + limits.drain_timeout;
+    let drained = tokio::time::timeout_at(deadline, async {
         while let Some(joined) = connections.join_next().await {
             log_connection_end(joined);
         }
@@ -270,9 +278,25 @@ pub async fn serve_on(
         );
         connections.shutdown().await;
     }
-    state.sync().shutdown().await;
-    if let Err(e) = state.checkpoint().await {
-        tracing::warn!(error = %e, "the database checkpoint at shutdown failed");
+    // The change feed and the checkpoint get what is left of the drain (at least
+    // FEED_STOP_GRACE, for the feed's last write): a database that stopped answering must
+    // not keep the process from exiting.
+    let deadline = deadline.max(tokio::time::Instant::now() + FEED_STOP_GRACE);
+    if tokio::time::timeout_at(deadline, state.sync().shutdown())
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            timeout_ms = limits.drain_timeout.as_millis() as u64,
+            "the change feed did not stop within the drain: its unwritten change events are lost"
+        );
+    }
+    match tokio::time::timeout_at(deadline, state.checkpoint()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the database checkpoint at shutdown failed"),
+        Err(_) => {
+            tracing::warn!("the database checkpoint at shutdown did not end within the drain")
+        }
     }
     tracing::info!("stopped");
     Ok(())

@@ -508,8 +508,12 @@ impl SyncService {
         }
     }
 
-    /// Stops the service: queued drafts are written (one attempt), then the appender, the
-    /// tailer and the pruner end. Later records fail with [`SyncError::Closed`].
+    /// Stops the service: queued drafts are written (one attempt; none while sync is
+    /// degraded and the attempt in flight has not answered), then the appender, the
+    /// tailer and the pruner end. Drafts the log did not take are logged as lost and their
+    /// waiters get the error. Later records fail with [`SyncError::Closed`]. Not bounded
+    /// by itself while an append hangs and sync is not yet degraded (up to
+    /// `logFailureGrace`): a caller with a deadline wraps it in a timeout.
     pub async fn shutdown(&self) {
         self.inner.stop.send_replace(true);
         let tasks = std::mem::take(&mut *lock(&self.inner.tasks));
@@ -614,6 +618,21 @@ impl Shared {
         }
     }
 
+    /// At shutdown, a batch the log did not take: its waiters get `error`, and the loss is
+    /// said (pages learn of those changes only at their next read).
+    fn give_up(&self, batch: Vec<Pending>, error: &SyncError) {
+        tracing::warn!(
+            target: "ui_sync",
+            events = batch.len(),
+            %error,
+            "stopping: change events the log did not take are lost"
+        );
+        for waiter in batch.into_iter().flat_map(|p| p.waiters) {
+            // A waiter that gave up has nothing left to tell.
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
+
     /// Writes one batch, retrying with backoff until it succeeds or the service stops.
     ///
     /// Degraded mode follows the failures, not the retries (§3.5 step 5): sync turns
@@ -639,7 +658,18 @@ impl Shared {
             let started = Instant::now();
             let result = loop {
                 if self.degraded.load(Ordering::Relaxed) {
-                    break attempt.as_mut().await;
+                    // Degraded, the database is known not to answer: a shutdown does not
+                    // wait for this attempt (it may never end), it gives the batch up.
+                    tokio::select! {
+                        result = attempt.as_mut() => break result,
+                        () = stopped(stop) => {
+                            let error = SyncError::Store(
+                                "the service stopped while the change log did not answer".into(),
+                            );
+                            self.give_up(batch, &error);
+                            return;
+                        }
+                    }
                 }
                 let degrade_at = failing_since.unwrap_or(started) + grace;
                 tokio::select! {
@@ -704,9 +734,7 @@ impl Shared {
                         self.set_degraded();
                     }
                     if *stop.borrow() {
-                        for waiter in batch.into_iter().flat_map(|p| p.waiters) {
-                            let _ = waiter.send(Err(error.clone()));
-                        }
+                        self.give_up(batch, &error);
                         return;
                     }
                     let degrade_at = since + grace;

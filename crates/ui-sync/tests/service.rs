@@ -629,6 +629,48 @@ async fn an_append_that_never_answers_turns_sync_degraded_after_the_grace() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_shutdown_gives_up_an_append_that_never_answers() {
+    // Before: once sync was degraded, the hanging append was awaited without watching the
+    // stop, so `shutdown` (and a server's SIGTERM) waited for the database forever.
+    let (warnings, _guard) = Warnings::capture();
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    store.hang.store(true, Ordering::SeqCst);
+    let waiter = waiting_record(&service);
+    let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
+    tokio::time::sleep(grace + Duration::from_secs(1)).await;
+    assert!(service.degraded());
+    tokio::time::timeout(Duration::from_millis(100), service.shutdown())
+        .await
+        .expect("shutdown waited for a database that does not answer");
+    let said = tokio::time::timeout(Duration::from_millis(100), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(said.is_err(), "{said:?}");
+    assert_eq!(warnings.containing("are lost"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_during_a_hanging_append_ends_when_sync_turns_degraded() {
+    let (warnings, _guard) = Warnings::capture();
+    let store = MemStore::new();
+    let service = start(&store, SyncLimits::DEFAULT).await;
+    store.hang.store(true, Ordering::SeqCst);
+    let waiter = waiting_record(&service);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!service.degraded());
+    let origin = Instant::now();
+    let grace = Duration::from_millis(SyncLimits::DEFAULT.log_failure_grace());
+    tokio::time::timeout(grace, service.shutdown())
+        .await
+        .expect("shutdown outlived the grace");
+    assert!(origin.elapsed() < grace);
+    assert!(waiter.await.unwrap().is_err());
+    assert_eq!(warnings.containing("are lost"), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn append_and_prune_failure_streaks_warn_exactly_once_each() {
     let (warnings, _guard) = Warnings::capture();
     let store = MemStore::new();

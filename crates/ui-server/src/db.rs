@@ -32,9 +32,11 @@ impl From<serde_json::Error> for DbError {
 
 impl From<DbError> for crate::error::ApiError {
     /// `internal`, logged: a request whose database call failed fails, never silently.
+    /// The answer does not repeat the database's words (they name tables, roles and
+    /// hosts); the log has them.
     fn from(e: DbError) -> Self {
         tracing::error!(error = %e, "a database call failed");
-        crate::error::ApiError::internal(format!("The database failed: {e}"))
+        crate::error::ApiError::internal("The database failed; the server's log says why.")
     }
 }
 

@@ -51,7 +51,17 @@ fn sync_error(e: SyncError) -> ApiError {
             .with_retry_after(CATCH_UP_RETRY_AFTER_SECS),
         SyncError::Closed => ApiError::new(ErrorCode::Unavailable, "The change feed is closed.")
             .with_retry_after(DEGRADED_RETRY_AFTER_SECS),
-        other => ApiError::internal(format!("The change feed failed: {other}")),
+        // The log cannot be read (the database is unreachable, a permission was taken
+        // away): a page retries after the degraded pause and polls its readings meanwhile.
+        // The database's words go to the log, not to the client.
+        other => {
+            tracing::warn!(target: "ui_sync", error = %other, "a read of the change log failed");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "The change feed cannot read its log right now.",
+            )
+            .with_retry_after(DEGRADED_RETRY_AFTER_SECS)
+        }
     }
 }
 

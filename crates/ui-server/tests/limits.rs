@@ -205,6 +205,8 @@ async fn a_failed_choice_write_fails_the_request_and_a_retry_sends_once() {
         (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         "{a:?}"
     );
+    // The database's words stay in the server's log.
+    assert!(!a.body.to_string().contains("injected"), "{a:?}");
     inject(&app, "DROP TRIGGER fail_inserts;");
     // The message is stored but the answer is not: the choice fails too.
     inject(&app, FAIL_ANSWERS);
@@ -502,6 +504,26 @@ async fn a_stream_whose_catch_up_fails_is_signed_out_and_recovers_with_the_log()
     let changes = frames.last().expect("the catch-up goes out");
     assert_eq!(changes.event, "changes", "{frames:?}");
     assert_eq!(changes.data["events"][0]["source"], "ci.runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_whose_log_read_fails_is_told_to_come_back_without_the_database_words() {
+    // Before: `500 internal` with the database's message ("no such table: …"; on
+    // PostgreSQL, "error connecting to server: Connection refused").
+    let (app, mut streams) = failing_catch_ups(|_| {}, &["alice"]).await;
+    let (alice, _stream) = streams.pop().unwrap();
+    let epoch = app.state.sync().head().epoch.to_string();
+    let a = app.get(&format!("/ui/poll?cursor={epoch}.1"), &alice).await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        "{a:?}"
+    );
+    assert_eq!(a.header("retry-after"), Some("10"));
+    assert!(!a.body.to_string().contains("ui_sync_events"), "{a:?}");
+    inject(&app, MEND_LOG);
+    let a = app.get(&format!("/ui/poll?cursor={epoch}.1"), &alice).await;
+    assert_eq!(a.status, StatusCode::OK, "{a:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

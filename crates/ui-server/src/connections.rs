@@ -220,7 +220,7 @@ async fn pg_connect(
     let (client, mut connection) = tokio::time::timeout(timeout, config.connect())
         .await
         .map_err(|_| format!("no connection within {} ms", timeout.as_millis()))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ui_sync::pg_error_text(&e))?;
     tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
@@ -234,7 +234,7 @@ async fn pg_connect(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "a PostgreSQL source connection failed");
+                    tracing::warn!(error = %ui_sync::pg_error_text(&e), "a PostgreSQL source connection failed");
                     break;
                 }
             }
@@ -316,7 +316,7 @@ impl PgPool {
         match tokio::time::timeout(CANCEL_TIMEOUT, token.cancel_query(self.config.tls())).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::warn!(connection = %self.name, error = %e, "a PostgreSQL cancel request failed");
+                tracing::warn!(connection = %self.name, error = %ui_sync::pg_error_text(&e), "a PostgreSQL cancel request failed");
             }
             Err(_) => {
                 tracing::warn!(connection = %self.name, "a PostgreSQL cancel request timed out");
@@ -434,7 +434,7 @@ fn read_error(e: tokio_postgres::Error) -> PgReadError {
 fn pg_error(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+        None => ui_sync::pg_error_text(e),
     }
 }
 

@@ -21,13 +21,7 @@ const MIGRATE_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('uiblocks.
 
 impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> Self {
-        DbError(match e.as_db_error() {
-            Some(d) => format!("postgres: {} ({})", d.message(), d.code().code()),
-            None => match std::error::Error::source(&e) {
-                Some(source) => format!("postgres: {e}: {source}"),
-                None => format!("postgres: {e}"),
-            },
-        })
+        DbError(format!("postgres: {}", ui_sync::pg_error_text(&e)))
     }
 }
 
@@ -179,7 +173,7 @@ impl PgDb {
                 let (client, connection) = self.inner.config.connect().await?;
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
-                        tracing::debug!(error = %e, "a database connection ended");
+                        tracing::debug!(error = %ui_sync::pg_error_text(&e), "a database connection ended");
                     }
                 });
                 client.batch_execute(&self.inner.session).await?;

@@ -84,7 +84,9 @@ mod types;
 pub use audience::parse_audience;
 pub use error::SyncError;
 #[cfg(feature = "postgres")]
-pub use pg_connect::{PgConnect, PgConnectError, PgConnection, PgTls, PgTlsConnect, PgTlsStream};
+pub use pg_connect::{
+    PgConnect, PgConnectError, PgConnection, PgTls, PgTlsConnect, PgTlsStream, pg_error_text,
+};
 pub use poll::{
     PollBody, PollReset, RateLimiter, STREAM_RETRY_AFTER_SECS, SlotRefused, StreamSlot,
     StreamSlots, retry_after_secs,

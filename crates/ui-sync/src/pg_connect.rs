@@ -65,6 +65,19 @@ pub enum PgConnectError {
     Tls(String),
 }
 
+/// What a `tokio-postgres` error says, with the cause its own `Display` leaves out: the
+/// database's message and SQLSTATE (`the database system is shutting down (57P03)`), or the
+/// I/O error under it (`error connecting to server: Connection refused (os error 111)`).
+pub fn pg_error_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} ({})", d.message(), d.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
 /// The connection string keys this module takes out of a string before `tokio-postgres`
 /// reads the rest.
 const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
@@ -104,6 +117,7 @@ impl PgConnect {
     /// `sslrootcert=system` with a mode weaker than `verify-full`, a system store without
     /// roots.
     pub fn parse(conninfo: &str) -> Result<PgConnect, PgConnectError> {
+        misplaced_at(conninfo)?;
         let (rest, params) = split_tls_params(conninfo);
         let mut config: Config = rest
             .parse()
@@ -175,6 +189,27 @@ impl TlsParams {
             _ => self.key = Some(value),
         }
     }
+}
+
+/// A URL whose user name or password holds `/`, `?`, `#` or `@` unencoded: its `@` then
+/// comes after the host, and the URL reads as another host and database made of pieces of
+/// the password, which messages would print. Refused without repeating any of it.
+fn misplaced_at(conninfo: &str) -> Result<(), PgConnectError> {
+    let Some(rest) = conninfo
+        .strip_prefix("postgres://")
+        .or_else(|| conninfo.strip_prefix("postgresql://"))
+    else {
+        return Ok(());
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if rest[host_end..].contains('@') {
+        return Err(PgConnectError::Syntax(
+            "the URL has an `@` after its host: percent-encode `@`, `/`, `?`, `#` and `:` \
+             in the user name and password (`%40`, `%2F`, `%3F`, `%23`, `%3A`)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `conninfo` without its TLS keys, and their values. A string this cannot take apart is
@@ -734,6 +769,24 @@ mod tests {
             (rest.as_str(), p),
             ("host=db sslmode='verify-full", TlsParams::default())
         );
+    }
+
+    #[test]
+    fn a_password_with_url_delimiters_is_refused_without_a_piece_of_it() {
+        for url in [
+            "postgres://ub2:p@zq/w:rd#1@127.0.0.1:5432/uiblocks",
+            "postgres://u:pa/zq@db/app",
+            "postgresql://u:p?zq@db/app",
+            "postgres://u:p#zq@db/app",
+        ] {
+            let e = PgConnect::parse(url).unwrap_err().to_string();
+            assert!(e.contains("percent-encode"), "{url}: {e}");
+            assert!(!e.contains("zq"), "{url}: {e}");
+        }
+        let encoded = "postgres://ub2:p%40zq%2Fw%3Ard%231@127.0.0.1:5432/uiblocks";
+        let c = PgConnect::parse(encoded).unwrap();
+        assert_eq!(c.config().get_password(), Some(&b"p@zq/w:rd#1"[..]));
+        assert_eq!(c.config().get_dbname(), Some("uiblocks"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, Client, IsolationLevel, Statement};
 
-use crate::pg_connect::{PgConnect, PgConnection};
+use crate::pg_connect::{PgConnect, PgConnection, pg_error_text};
 use ui_core::SyncLimits;
 
 use crate::error::SyncError;
@@ -150,14 +150,7 @@ RETURNING (SELECT COUNT(*) FROM d)";
 const COUNT_SQL: &str = "SELECT COUNT(*) FROM ui_sync_events";
 
 fn db(e: tokio_postgres::Error) -> SyncError {
-    let text = match e.as_db_error() {
-        Some(d) => format!("{} ({})", d.message(), d.code().code()),
-        None => match std::error::Error::source(&e) {
-            Some(source) => format!("{e}: {source}"),
-            None => e.to_string(),
-        },
-    };
-    SyncError::Store(format!("postgres: {text}"))
+    SyncError::Store(format!("postgres: {}", pg_error_text(&e)))
 }
 
 fn now_ms() -> i64 {
@@ -192,7 +185,7 @@ impl Setup {
         tokio::spawn(async move {
             // Ends with an error when the server goes away; the next call reconnects.
             if let Err(e) = connection.await {
-                tracing::warn!(target: "ui_sync", error = %e, "a change log connection failed");
+                tracing::warn!(target: "ui_sync", error = %pg_error_text(&e), "a change log connection failed");
             }
         });
         client.batch_execute(&self.session).await.map_err(db)?;
@@ -294,7 +287,7 @@ async fn listener(config: PgConnect, listen: Arc<Listen>, min: Duration, max: Du
             }
             Err(e) => tracing::warn!(
                 target: "ui_sync",
-                error = %e,
+                error = %pg_error_text(&e),
                 retry_ms = delay.as_millis() as u64,
                 "the change log's listener cannot connect"
             ),
@@ -329,7 +322,7 @@ async fn listen_on(client: &Client, mut connection: PgConnection, listen: &Arc<L
         Ok(row) => row,
         Err(e) => {
             driver.abort();
-            tracing::warn!(target: "ui_sync", error = %e, "the change log's listener cannot LISTEN");
+            tracing::warn!(target: "ui_sync", error = %pg_error_text(&e), "the change log's listener cannot LISTEN");
             return false;
         }
     };
@@ -337,6 +330,7 @@ async fn listen_on(client: &Client, mut connection: PgConnection, listen: &Arc<L
         .pid
         .store(row.try_get::<_, i32>(0).unwrap_or(0), Ordering::SeqCst);
     // Listening from here on; whatever was committed before is caught up.
+    tracing::info!(target: "ui_sync", "the change log's listener is listening");
     listen.wake();
     // Runs until the connection ends; the client lives as long (it is borrowed).
     match driver.await {
@@ -344,7 +338,7 @@ async fn listen_on(client: &Client, mut connection: PgConnection, listen: &Arc<L
             tracing::info!(target: "ui_sync", "the change log's listener connection closed")
         }
         Ok(Err(e)) => {
-            tracing::warn!(target: "ui_sync", error = %e, "the change log's listener connection failed")
+            tracing::warn!(target: "ui_sync", error = %pg_error_text(&e), "the change log's listener connection failed")
         }
         Err(e) => {
             tracing::error!(target: "ui_sync", error = %e, "the change log's listener task ended abnormally")

@@ -315,6 +315,21 @@ impl Authenticator for DemoAuth {
     }
 }
 
+/// The token of `Authorization: Bearer <token>`, trimmed: the scheme in any case
+/// (RFC 9110 §11.1: `bearer`, `BEARER`), `None` without one. Every route that takes a
+/// bearer token (JWT sign-in, `POST /ui/changes`, `GET /metrics`) reads it here.
+pub(crate) fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

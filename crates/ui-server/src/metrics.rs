@@ -434,11 +434,7 @@ impl UiSource for MeteredSource {
 
 /// Whether `headers` carry `Authorization: Bearer <token>`.
 pub(crate) fn bearer_matches(headers: &axum::http::HeaderMap, token: &Secret) -> bool {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| token.matches(t.trim().as_bytes()))
+    crate::auth::bearer_token(headers).is_some_and(|t| token.matches(t.as_bytes()))
 }
 
 #[cfg(test)]
@@ -517,6 +513,15 @@ mod tests {
         ));
         assert!(!bearer_matches(
             &headers("scraper-token-0123456789"),
+            &token
+        ));
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let value = format!("{scheme} scraper-token-0123456789");
+            assert!(bearer_matches(&headers(&value), &token), "{value}");
+        }
+        assert!(!bearer_matches(
+            &headers("Basic scraper-token-0123456789"),
             &token
         ));
         assert!(!bearer_matches(&axum::http::HeaderMap::new(), &token));

@@ -845,11 +845,7 @@ async fn write_rows(
 /// The token is checked, and the recorder's rate, before the body is read: a request
 /// without a recorder's token never has its body read.
 async fn record_changes(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let token = crate::auth::bearer_token(req.headers());
     let recorder = token
         .and_then(|t| crate::recorders::find(state.sources().recorders(), t))
         .ok_or_else(|| {
@@ -933,7 +929,11 @@ async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) 
     if let Some(token) = state.metrics_token()
         && !crate::metrics::bearer_matches(&headers, token)
     {
-        return ApiError::unauthenticated().into_response();
+        return ApiError::new(
+            ErrorCode::Unauthenticated,
+            "Send the metrics token as `Authorization: Bearer <token>`.",
+        )
+        .into_response();
     }
     let text = recorder.render(&state.metrics_snapshot());
     (

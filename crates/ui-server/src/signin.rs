@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::http::header;
 use axum::http::request::Parts;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -276,12 +275,7 @@ impl JwtAuth {
 
     /// The token of the request: the bearer token, else the cookie.
     fn token<'a>(&self, parts: &'a Parts) -> Option<&'a str> {
-        let bearer = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+        let bearer = crate::auth::bearer_token(&parts.headers);
         bearer.or_else(|| {
             self.cookie
                 .as_deref()

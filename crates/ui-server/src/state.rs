@@ -467,16 +467,31 @@ impl AppState {
         if self.inner.probes.load(Ordering::Acquire) != seen {
             return *last;
         }
-        let answer = match tokio::time::timeout(READINESS_TIMEOUT, self.ping_database()).await {
-            Err(_) => Readiness::DatabaseTimedOut,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "readiness: the database failed");
-                Readiness::DatabaseUnreachable
+        let (answer, why) =
+            match tokio::time::timeout(READINESS_TIMEOUT, self.ping_database()).await {
+                Err(_) => (
+                    Readiness::DatabaseTimedOut,
+                    format!("no answer within {} ms", READINESS_TIMEOUT.as_millis()),
+                ),
+                Ok(Err(e)) => (Readiness::DatabaseUnreachable, e),
+                Ok(Ok(())) if self.sync().degraded() => (
+                    Readiness::ChangeLogDegraded,
+                    "change log writes keep failing".to_owned(),
+                ),
+                Ok(Ok(())) if !self.sync().tailing() => (
+                    Readiness::ChangeLogNotTailing,
+                    "the change log's tailer does not follow it".to_owned(),
+                ),
+                Ok(Ok(())) => (Readiness::Ready, String::new()),
+            };
+        // Said when the answer changes, not at every probe of a balancer.
+        if answer != *last {
+            if answer == Readiness::Ready {
+                tracing::info!(was = last.as_str(), "readiness: ready again");
+            } else {
+                tracing::warn!(reason = answer.as_str(), %why, "readiness: not ready");
             }
-            Ok(Ok(())) if self.sync().degraded() => Readiness::ChangeLogDegraded,
-            Ok(Ok(())) if !self.sync().tailing() => Readiness::ChangeLogNotTailing,
-            Ok(Ok(())) => Readiness::Ready,
-        };
+        }
         *last = answer;
         self.inner.probes.fetch_add(1, Ordering::Release);
         answer

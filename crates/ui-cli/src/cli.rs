@@ -30,7 +30,11 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Run the JSON-lines driver on standard input and output (`driver.md`).
     Driver(DriverArgs),
-    /// Serve the HTTP API (and the demo) on 127.0.0.1.
+    /// Serve the HTTP API (and the demo), on 127.0.0.1:8080 unless configured otherwise.
+    #[command(
+        after_help = "A bracketed default applies only when neither --config nor a UIBLOCKS_* \
+                      variable sets the key; a flag given wins over both."
+    )]
     Serve(ServeArgs),
     /// Serve the Model Context Protocol on standard input and output: tools check_reply,
     /// preview_reply and describe_component, resource uiblocks://catalog, prompt

@@ -1,8 +1,9 @@
 //! Two `uiblocks serve` processes on one PostgreSQL database behave as one service: a
 //! write through instance A reaches an event stream of instance B within 1 s; a choice
 //! sent to both at once becomes one message; a reply finished on A is frozen once and
-//! read the same on B. Signed in through the `proxy` mode (both instances trust the same
-//! headers), loopback only, every wait bounded.
+//! read the same on B; a choice sent to B names a reading A gave the page. Signed in
+//! through the `proxy` mode (both instances trust the same headers), loopback only, every
+//! wait bounded.
 //!
 //! Needs `UI_SYNC_PG` (a cluster the test may create a database on; `cargo xtask ci`
 //! starts one and sets it with `UI_PG_REQUIRED`). Without it the test says so and
@@ -26,6 +27,20 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// no sources) and offers two choices.
 const REPLY: &str = "Next:\n```ui\n<Summary>The build failed</Summary>\n<Commit sha=\"0123abcd\"/>\n\
 <Choices><Choice context=\"Rerun the failed jobs\">Rerun</Choice><Choice>Ignore</Choice></Choices>\n```\n";
+
+/// A reply whose block reads the source `t.rows` for the branch a person picks, and offers
+/// a choice: a choice names the reading on screen by its read id.
+const LIVE_REPLY: &str = "```ui\n$branch = \"main\"\n$rows = @Query(\"t.rows\", {branch: $branch})\n\
+<Segmented value={$branch}><Option value=\"main\">main</Option><Option value=\"dev\">dev</Option></Segmented>\n\
+<Choices><Choice context=\"Deploy\">Deploy</Choice></Choices>\n```\n";
+
+/// The source `t.rows`, on the server's own database (its table made by the test).
+const SOURCES: &str = r#"
+[[source]]
+name = "t.rows"
+sql = "SELECT id, branch FROM t_rows WHERE branch = :branch ORDER BY id"
+args = { type = "object", required = ["branch"], properties = { branch = { type = "string" } } }
+"#;
 
 /// The PostgreSQL cluster of the tests, or `None` (said, or a failure when required).
 fn cluster() -> Option<String> {
@@ -87,11 +102,14 @@ impl Drop for Running {
     }
 }
 
-/// Starts `uiblocks serve` on the database `url`; the process and its port.
-fn start(url: &str) -> (Running, u16) {
+/// Starts `uiblocks serve` on the database `url` with the sources of `sources`; the
+/// process and its port.
+fn start(url: &str, sources: &std::path::Path) -> (Running, u16) {
     let child = Command::new(env!("CARGO_BIN_EXE_uiblocks"))
         .args(["serve", "--port", "0", "--shutdown-spread", "200ms"])
         .args(["--drain-timeout", "2s"])
+        .arg("--sources")
+        .arg(sources)
         .env("UIBLOCKS_DATABASE_URL", url)
         .env("UIBLOCKS_AUTH_MODE", "proxy")
         .env("UIBLOCKS_AUTH_PROXY_SECRET", SECRET)
@@ -200,11 +218,18 @@ fn two_instances_on_one_postgres_database_are_one_service() {
         &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
     );
     admin(&cluster, &format!("CREATE DATABASE \"{name}\""));
+    admin(
+        &format!("{cluster} dbname={name}"),
+        "CREATE TABLE t_rows (id INT, branch TEXT); \
+         INSERT INTO t_rows VALUES (1, 'main'), (2, 'dev');",
+    );
+    let sources = std::env::temp_dir().join(format!("{name}.sources.toml"));
+    std::fs::write(&sources, SOURCES).unwrap();
     let url = url_of(&cluster, &name);
     // Started together: the migrations run once, whoever comes first.
     let (a_started, b_started) = std::thread::scope(|s| {
-        let a = s.spawn(|| start(&url));
-        let b = s.spawn(|| start(&url));
+        let a = s.spawn(|| start(&url, &sources));
+        let b = s.spawn(|| start(&url, &sources));
         (a.join().unwrap(), b.join().unwrap())
     });
     let ((a_proc, a), (b_proc, b)) = (a_started, b_started);
@@ -284,7 +309,52 @@ fn two_instances_on_one_postgres_database_are_one_service() {
         assert_eq!(items[1]["uiQueries"], finished["uiQueries"]);
     }
 
+    // A page reads `dev` through A (a fresh reading, not the frozen one) and sends its
+    // choice to B, naming that reading. Before: B's cache did not hold the read id, and
+    // the choice was refused `stale-ui-query` behind a round-robin balancer.
+    let live = post(a, &format!("/api/chats/{chat_id}/items"), json!({}));
+    let live_id = live["id"].as_str().unwrap().to_owned();
+    let items = format!("/api/chats/{chat_id}/items/{live_id}");
+    post(a, &format!("{items}/delta"), json!({"text": LIVE_REPLY}));
+    let live = post(a, &format!("{items}/finish"), json!({}));
+    let (block, revision) = (&live["ui"][0]["id"], &live["ui"][0]["revision"]);
+    let on_screen = json!({"$branch": "dev"});
+    let query = json!({"chatId": chat_id, "itemId": live_id, "blockId": block,
+                       "revision": revision, "query": "$rows", "values": on_screen});
+    // The freeze read `$rows` moments ago: a new key waits out the 250 ms refresh limit.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reading = loop {
+        let reading = post(a, "/ui/query", query.clone());
+        if reading["state"] == "fresh" || Instant::now() > deadline {
+            break reading;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(reading["state"], "fresh", "{reading}");
+    assert_eq!(reading["value"], json!([{"id": 2, "branch": "dev"}]));
+    let view = post(
+        b,
+        "/ui/view",
+        json!({"chatId": chat_id, "itemId": live_id, "blockId": block, "revision": revision,
+               "values": on_screen}),
+    );
+    let deploy = find_choice(&view["view"]["nodes"], "Deploy").expect("a Deploy choice");
+    let choice = json!({"chatId": chat_id, "itemId": live_id, "blockId": block,
+                        "revision": revision, "choiceId": deploy,
+                        "reads": {"$rows": reading["readId"]}, "values": on_screen});
+    // A keeps the reading just after answering the page: wait for it, a bounded while.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (status, answer) = loop {
+        let (status, answer) = http(b, "POST", "/ui/choice", Some(&choice));
+        if status == 200 || Instant::now() > deadline {
+            break (status, answer);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status, 200, "B took A's reading: {answer}");
+
     drop((a_proc, b_proc));
+    std::fs::remove_file(&sources).ok();
     admin(
         &cluster,
         &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),

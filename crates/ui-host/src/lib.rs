@@ -176,6 +176,6 @@ pub use source::{
     TypedSource, UiHost, UiSource, ValueSchema,
 };
 pub use store::{
-    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, MemoryStore, SendResult, StoreError,
-    StoredBlock, StoredItem, UiQueryState, UiStore, block_revision,
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, KeptReading, MemoryStore, SendResult,
+    StoreError, StoredBlock, StoredItem, UiQueryState, UiStore, block_revision,
 };

@@ -205,6 +205,31 @@ pub enum StoreError {
     Failed(String),
 }
 
+/// A fresh reading a page was given, kept by the store so that a choice naming its read
+/// id can be checked by another process serving the same store ([`UiStore::keep_reading`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct KeptReading {
+    /// The chat the reading was read for.
+    pub chat_id: String,
+    /// The reading's key as text: the chat, item, block, revision, query and parsed
+    /// arguments, compared whole.
+    pub key: String,
+    /// The reading (fresh, with its read id).
+    pub reading: QueryReading,
+}
+
+impl KeptReading {
+    /// A kept reading of `chat_id` under `key`.
+    pub fn new(chat_id: impl Into<String>, key: impl Into<String>, reading: QueryReading) -> Self {
+        KeptReading {
+            chat_id: chat_id.into(),
+            key: key.into(),
+            reading,
+        }
+    }
+}
+
 /// Where the host keeps what it needs of chats. Implementations must be cheap to call
 /// concurrently; every method is one atomic step.
 #[async_trait]
@@ -261,6 +286,25 @@ pub trait UiStore: Send + Sync + 'static {
     /// # Errors
     /// [`StoreError`] when the write did not happen.
     async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError>;
+    /// Keeps a fresh reading the host just gave a page (its read id is
+    /// `kept.reading.read_id`), for [`UiStore::kept_reading`]. A host whose pages may send
+    /// their choices to another process (several servers on one database behind a
+    /// balancer) keeps them where every process reads; the provided method keeps nothing,
+    /// which is right for one process: its own cache holds the read ids it issued.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write did not happen (the host logs it; the page's reading
+    /// is unaffected).
+    async fn keep_reading(&self, kept: KeptReading) -> Result<(), StoreError> {
+        drop(kept);
+        Ok(())
+    }
+    /// The reading kept under `read_id` by any process, if the store still holds it (a
+    /// choice whose read id is in no cache of this process, `host.md` §12.2 step 4c).
+    async fn kept_reading(&self, read_id: &str) -> Option<KeptReading> {
+        let _ = read_id;
+        None
+    }
 }
 
 #[derive(Debug, Default)]

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use ui_compiler::Block;
 use ui_core::Value;
 use ui_host::{
-    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, HostClock, SendResult, StoreError,
-    StoredBlock, StoredItem, UiQueryState, UiStore,
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, HostClock, KeptReading, SendResult,
+    StoreError, StoredBlock, StoredItem, UiQueryState, UiStore,
 };
 use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
@@ -150,7 +150,27 @@ CREATE TABLE IF NOT EXISTS ui_reply_blocks (
   FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
 );",
     },
+    Migration {
+        version: 4,
+        name: "readings kept for choices",
+        sql: "
+CREATE TABLE IF NOT EXISTS ui_readings (
+  read_id     TEXT    PRIMARY KEY,
+  chat_id     TEXT    NOT NULL REFERENCES ui_chats (id) ON DELETE CASCADE,
+  key         TEXT    NOT NULL,
+  reading     TEXT    NOT NULL,
+  kept_at     INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);",
+    },
 ];
+
+/// How long a fresh reading stays valid for choices sent to another process (or after a
+/// restart): an hour. Within one process the host's cache decides (`host.md` §7).
+const KEEP_READINGS_MS: i64 = 3_600_000;
+
+/// A kept reading's row: read id, chat, key text, the reading's JSON, when it was kept.
+pub(crate) type KeptRow = (String, String, String, String, i64);
 
 /// What makes a choice's message unique in its chat: the block and revision it answers
 /// (`ui_items.choice_key`, a JSON array as SQLite's `json_array` writes it).
@@ -1270,6 +1290,62 @@ impl ChatStore {
 
 #[async_trait]
 impl UiStore for ChatStore {
+    /// Kept in the store's database for [`KEEP_READINGS_MS`], on SQLite as on PostgreSQL:
+    /// several servers on one database check each other's read ids, and a server that
+    /// restarted still takes a choice made on the page it served before.
+    async fn keep_reading(&self, kept: KeptReading) -> Result<(), StoreError> {
+        let Some(read_id) = kept.reading.read_id.clone() else {
+            return Ok(());
+        };
+        let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
+        let reading = json_text(&kept.reading).map_err(store_error)?;
+        let row: KeptRow = (read_id, kept.chat_id, kept.key, reading, now);
+        let prune_before = now.saturating_sub(KEEP_READINGS_MS);
+        let db = match &self.backend {
+            Backend::Sqlite(db) => db,
+            Backend::Pg(pg) => {
+                return self
+                    .pg_keep_reading(pg, row, prune_before)
+                    .await
+                    .map_err(store_error);
+            }
+        };
+        db.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO ui_readings (read_id, chat_id, key, reading, kept_at) \
+                 SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM ui_chats WHERE id = ?2) \
+                 ON CONFLICT (read_id) DO NOTHING",
+            )?
+            .execute(params![row.0, row.1, row.2, row.3, row.4])?;
+            conn.prepare_cached("DELETE FROM ui_readings WHERE kept_at < ?1")?
+                .execute(params![prune_before])?;
+            Ok(())
+        })
+        .await
+        .map_err(store_error)
+    }
+
+    async fn kept_reading(&self, read_id: &str) -> Option<KeptReading> {
+        let row = match &self.backend {
+            Backend::Pg(pg) => self.pg_kept_reading(pg, read_id).await,
+            Backend::Sqlite(db) => {
+                let id = read_id.to_owned();
+                db.read(move |conn| {
+                    Ok(conn
+                        .prepare_cached(
+                            "SELECT chat_id, key, reading FROM ui_readings WHERE read_id = ?1",
+                        )?
+                        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()?)
+                })
+                .await
+            }
+        };
+        let (chat_id, key, reading): (String, String, String) = logged("a kept reading", row)??;
+        let reading = logged("a kept reading", parse_json(&reading))?;
+        Some(KeptReading::new(chat_id, key, reading))
+    }
+
     async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
         Some(logged("a chat", self.chat(chat_id).await)??.info.clone())
     }
@@ -1627,6 +1703,36 @@ mod tests {
             author_chat_id: chat_id.to_owned(),
             blocks: IndexMap::new(),
         }
+    }
+
+    on_both_databases!(
+        fresh_readings_are_kept_for_choices_of_any_process,
+        fresh_readings_are_kept_for_choices_of_any_process_on_postgres,
+        kept_readings,
+        "kept"
+    );
+
+    async fn kept_readings(f: Fixture) {
+        let store = &f.store;
+        let chat = store.create_chat("alice", "web", "t").await.unwrap();
+        let reading = |id: &str| {
+            let rows = ui_core::Value::from_json_str(r#"[{"id": 2, "branch": "dev"}]"#).unwrap();
+            ui_host::QueryReading::fresh(rows, id.to_owned(), 5)
+        };
+        let keep = |chat: &str, key: &str, id: &str| {
+            store.keep_reading(KeptReading::new(chat, key, reading(id)))
+        };
+        keep(&chat.id, "k1", "r1").await.unwrap();
+        let kept = store.kept_reading("r1").await.expect("kept");
+        assert_eq!(kept, KeptReading::new(&chat.id, "k1", reading("r1")));
+        assert!(store.kept_reading("r2").await.is_none());
+        // A read id is kept once: the first reading stays.
+        keep(&chat.id, "k2", "r1").await.unwrap();
+        assert_eq!(store.kept_reading("r1").await.unwrap().key, "k1");
+        // A chat that is gone keeps nothing (and no error: the page has its answer).
+        keep("no-such-chat", "k", "r3").await.unwrap();
+        assert!(store.kept_reading("r3").await.is_none());
+        f.finish().await;
     }
 
     on_both_databases!(
@@ -2087,7 +2193,7 @@ mod tests {
                 })
                 .await
                 .unwrap();
-            assert_eq!(versions, [1, 2, 3]);
+            assert_eq!(versions, [1, 2, 3, 4]);
             let store =
                 ChatStore::new(db, None, Arc::new(TokioClock::new()), ChatLimits::default());
             assert_eq!(store.chats_of("alice").await.unwrap()[0].title, "old");
@@ -2172,7 +2278,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(versions, [1, 2, 3]);
+        assert_eq!(versions, [1, 2, 3, 4]);
         pg.finish().await;
     }
 

@@ -18,8 +18,13 @@ use ui_sync::{Audience, ChangeDraft, Cursor, NewRow, PgStore, Seq};
 
 use super::{
     AddError, BlockWrites, CHATS_SOURCE, Chat, ChatItem, ChatRow, ChatStore, ItemPage, ItemRow,
-    ReplyUpdate, WRITE, choice_key, json_text, new_id, parse_json, scope_source,
+    KeptRow, ReplyUpdate, WRITE, choice_key, json_text, new_id, parse_json, scope_source,
 };
+
+/// Keeps a reading unless the chat is gone (or the read id is kept already).
+const KEEP_READING_PG: &str = "INSERT INTO ui_readings (read_id, chat_id, key, reading, kept_at) \
+     SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM ui_chats WHERE id = $2) \
+     ON CONFLICT (read_id) DO NOTHING";
 use crate::cache::{ItemFacts, StoreCache, item_key};
 use crate::db::{DbError, DbResult, Migration};
 use crate::pg::PgDb;
@@ -95,6 +100,19 @@ CREATE TABLE IF NOT EXISTS ui_reply_blocks (
   PRIMARY KEY (chat_id, item_id, idx),
   FOREIGN KEY (chat_id, item_id) REFERENCES ui_items (chat_id, id) ON DELETE CASCADE
 );",
+    },
+    Migration {
+        version: 4,
+        name: "readings kept for choices",
+        sql: "
+CREATE TABLE IF NOT EXISTS ui_readings (
+  read_id     TEXT    PRIMARY KEY,
+  chat_id     TEXT    NOT NULL REFERENCES ui_chats (id) ON DELETE CASCADE,
+  key         TEXT    NOT NULL,
+  reading     TEXT    NOT NULL,
+  kept_at     BIGINT  NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);",
     },
 ];
 
@@ -640,6 +658,59 @@ impl ChatStore {
                     blocks: parse_json(&blocks)?,
                 };
                 Ok((Some((facts, weight)), access))
+            })
+            .await
+    }
+
+    /// Keeps a reading (see [`ChatStore::keep_reading`]) and drops those older than
+    /// `prune_before`.
+    pub(super) async fn pg_keep_reading(
+        &self,
+        pg: &PgBackend,
+        row: KeptRow,
+        prune_before: i64,
+    ) -> DbResult<()> {
+        pg.db
+            .bounded(async {
+                let conn = pg.db.get().await?;
+                conn.execute(KEEP_READING_PG, &[&row.0, &row.1, &row.2, &row.3, &row.4])
+                    .await?;
+                conn.execute(
+                    "DELETE FROM ui_readings WHERE kept_at < $1",
+                    &[&prune_before],
+                )
+                .await?;
+                conn.release();
+                Ok(())
+            })
+            .await
+    }
+
+    /// The reading kept under `read_id`: its chat, key and reading's JSON.
+    pub(super) async fn pg_kept_reading(
+        &self,
+        pg: &PgBackend,
+        read_id: &str,
+    ) -> DbResult<Option<(String, String, String)>> {
+        pg.db
+            .bounded(async {
+                let conn = pg.db.get().await?;
+                let row = conn
+                    .query_opt(
+                        "SELECT chat_id, key, reading FROM ui_readings WHERE read_id = $1",
+                        &[&read_id],
+                    )
+                    .await?
+                    .map(|r| {
+                        Ok::<_, tokio_postgres::Error>((
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            r.try_get(2)?,
+                        ))
+                    })
+                    .transpose()?;
+                conn.release();
+                Ok(row)
             })
             .await
     }

@@ -7,7 +7,7 @@ use indexmap::{Equivalent, IndexMap};
 use ui_compiler::{Block, resolve_choice};
 use ui_core::{HostCode, Record, Value, WireCode};
 
-use super::key::{QueryIdRef, QueryKeyRef, Structural};
+use super::key::{QueryIdRef, QueryKeyRef, Structural, reading_key_text};
 use super::{UiQueries, lock};
 use crate::clock::BudgetClock;
 use crate::payload::{ChoicePayload, QueryPayload};
@@ -137,10 +137,14 @@ impl UiQueries {
             };
             let reading = match cached {
                 Some(r) => Some(r),
-                None => {
-                    self.frozen_for(&item, &block, name, read_id, &p, &args)
-                        .await
-                }
+                None => match self
+                    .frozen_for(&item, &block, name, read_id, &p, &args)
+                    .await
+                {
+                    Some(r) => Some(r),
+                    // Read by another process serving the same store (or evicted here).
+                    None => self.kept_for(read_id, &p, &args).await,
+                },
             };
             match reading {
                 Some(r) if r.is_fresh() => {
@@ -189,6 +193,22 @@ impl UiQueries {
             .arguments(&block, &p.query, &p.values, &*source)
             .map_err(|m| WireRefusal::new(WireCode::RefusedQuery, None, m))?;
         Ok((source, args))
+    }
+
+    /// The reading the store kept under `read_id` (by any process), when it was read for
+    /// the same chat under the same key: the cache's rule (§12.2 step 4c), for a read id
+    /// this process's cache does not hold.
+    async fn kept_for(
+        &self,
+        read_id: &str,
+        p: &QueryPayload,
+        args: &Record,
+    ) -> Option<QueryReading> {
+        let kept = self.store.kept_reading(read_id).await?;
+        (kept.chat_id == p.chat_id
+            && kept.reading.read_id.as_deref() == Some(read_id)
+            && kept.key == reading_key_text(p, args))
+        .then_some(kept.reading)
     }
 
     /// The frozen reading of `name` when its revision and read id match and the current

@@ -314,6 +314,56 @@ fn digest_record(record: &Record) -> u64 {
     DIGEST.hash_one((record.len(), sum))
 }
 
+/// A canonical text of `value`, equal for equal values (`Value`'s `==`): records' keys sorted,
+/// each after its length; scalars as JavaScript JSON (`-0` as `0`). The tests' reference model
+/// of the typed keys, and the key text of kept readings.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Record(record) => canonical_record(record, out),
+        scalar => scalar.write_js_json(out).expect("a string takes any text"),
+    }
+}
+
+fn canonical_record(record: &Record, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = record.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (key, item) in entries {
+        push_part(out, key);
+        canonical(item, out);
+        out.push(',');
+    }
+    out.push('}');
+}
+
+fn push_part(out: &mut String, part: &str) {
+    out.push_str(&part.len().to_string());
+    out.push(':');
+    out.push_str(part);
+}
+
+/// The text of the reading key of `p` with its parsed `args` (chat, item, block, revision,
+/// query, arguments), equal for equal keys: what a store compares whole for a kept reading
+/// ([`crate::KeptReading`]), which another process may have read.
+pub(crate) fn reading_key_text(p: &QueryPayload, args: &Record) -> String {
+    let mut k = String::new();
+    for part in [&p.chat_id, &p.item_id, &p.block_id, &p.revision, &p.query] {
+        push_part(&mut k, part);
+    }
+    canonical_record(args, &mut k);
+    k
+}
+
 #[cfg(test)]
 mod tests {
     //! The typed keys against a reference model, canonical text encodings of the same
@@ -325,43 +375,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    /// The reference canonical text: records' keys sorted, each after its length; scalars as
-    /// JavaScript JSON.
-    fn canonical(value: &Value, out: &mut String) {
-        match value {
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    canonical(item, out);
-                }
-                out.push(']');
-            }
-            Value::Record(record) => canonical_record(record, out),
-            scalar => scalar.write_js_json(out).expect("a string takes any text"),
-        }
-    }
-
-    fn canonical_record(record: &Record, out: &mut String) {
-        let mut entries: Vec<(&String, &Value)> = record.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out.push('{');
-        for (key, item) in entries {
-            push_part(out, key);
-            canonical(item, out);
-            out.push(',');
-        }
-        out.push('}');
-    }
-
-    fn push_part(out: &mut String, part: &str) {
-        out.push_str(&part.len().to_string());
-        out.push(':');
-        out.push_str(part);
-    }
 
     /// The reference cache key (`'k'`) or identity (`'i'`) of a payload.
     fn old_key(tag: char, p: &QueryPayload, args: Option<&Record>) -> String {

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, query_arguments};
 use ui_core::{HostCode, Record, Value};
 
-use super::key::{QueryIdRef, QueryKeyRef, ShareKey};
+use super::key::{QueryIdRef, QueryKeyRef, ShareKey, reading_key_text};
 use super::memo::MemoKeyRef;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
@@ -20,6 +20,7 @@ use crate::clock::BudgetClock;
 use crate::payload::QueryPayload;
 use crate::reading::{CachedReading, HostError, QueryAnswer, QueryReading, ReadingSync};
 use crate::source::{ChatInfo, ReadRequest, UiSource};
+use crate::store::KeptReading;
 
 /// What serving a `ui.query` gives before its reason is cut: a reading made for the
 /// request, or a cached reading as is.
@@ -336,6 +337,7 @@ impl UiQueries {
                     let this = Arc::clone(self);
                     let version = decision.version;
                     let started = decision.started;
+                    let kept = (p.chat_id.clone(), reading_key_text(p, &args));
                     let request = ReadRequest {
                         info,
                         args: Arc::unwrap_or_clone(args),
@@ -384,7 +386,17 @@ impl UiQueries {
                                 t.insert(read_id, entry, this.limits.cache_entries() as usize);
                             }
                         }
+                        // A fresh reading is also kept by the store (for a choice that
+                        // reaches another process), after the page has its answer.
+                        let kept = reading
+                            .is_fresh()
+                            .then(|| KeptReading::new(kept.0, kept.1, reading.clone()));
                         let _ = tx.send(Some(reading));
+                        if let Some(kept) = kept
+                            && let Err(e) = this.store.keep_reading(kept).await
+                        {
+                            tracing::warn!(error = %e, "a fresh reading could not be kept for choices");
+                        }
                     });
                     return wait(rx, self.clock.now_ms()).await.into();
                 }

@@ -1,7 +1,8 @@
 //! Two `uiblocks serve` processes on one PostgreSQL database behave as one service: a
 //! write through instance A reaches an event stream of instance B within 1 s; a choice
 //! sent to both at once becomes one message; a reply finished on A is frozen once and
-//! read the same on B; a choice sent to B names a reading A gave the page. Signed in
+//! read the same on B; a choice sent to B names a reading A gave the page; a `NOTIFY` of
+//! a source's channel becomes one change event, not one per instance. Signed in
 //! through the `proxy` mode (both instances trust the same headers), loopback only, every
 //! wait bounded.
 //!
@@ -40,6 +41,7 @@ const SOURCES: &str = r#"
 name = "t.rows"
 sql = "SELECT id, branch FROM t_rows WHERE branch = :branch ORDER BY id"
 args = { type = "object", required = ["branch"], properties = { branch = { type = "string" } } }
+notify = "t_rows_changed"
 "#;
 
 /// The PostgreSQL cluster of the tests, or `None` (said, or a failure when required).
@@ -55,6 +57,25 @@ fn cluster() -> Option<String> {
         eprintln!("skipped: UI_SYNC_PG not set");
     }
     found
+}
+
+/// The first column of the first row of `sql` on the database of `conninfo`, as text.
+fn scalar(conninfo: &str, sql: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(connection);
+        let row = client.query_one(sql, &[]).await.unwrap();
+        let text: String = row.get(0);
+        drop(client);
+        driver.await.ok();
+        text
+    })
 }
 
 /// Runs `sql` on the cluster's own database.
@@ -353,7 +374,29 @@ fn two_instances_on_one_postgres_database_are_one_service() {
     };
     assert_eq!(status, 200, "B took A's reading: {answer}");
 
-    drop((a_proc, b_proc));
+    // One NOTIFY, two instances listening: one change event. Before: each instance recorded
+    // it (two rows, which pages saw as `"n": 2`).
+    let db = format!("{cluster} dbname={name}");
+    admin(&db, "NOTIFY t_rows_changed, '{\"audience\": \"project:web\"}'");
+    let events = "SELECT count(*)::text FROM ui_sync_events WHERE source = 't.rows'";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while scalar(&db, events) == "0" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Long enough for the other instance's event, if it recorded one (coalescing is 50 ms).
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(scalar(&db, events), "1", "one event for one NOTIFY");
+    // Whichever instance recorded it, the other takes over when A goes (within its 2 s
+    // retry): notifications are recorded again.
+    drop(a_proc);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scalar(&db, events) == "1" && Instant::now() < deadline {
+        admin(&db, "NOTIFY t_rows_changed, '{\"audience\": \"project:web\"}'");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_ne!(scalar(&db, events), "1", "B records the notifications once A is gone");
+
+    drop(b_proc);
     std::fs::remove_file(&sources).ok();
     admin(
         &cluster,

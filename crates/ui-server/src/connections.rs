@@ -53,6 +53,13 @@ pub(crate) const MAX_CONNECT_TIMEOUT_MS: u64 = 60_000;
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
 /// First and longest wait of a `LISTEN` connection between two attempts to reconnect.
 const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
+/// How often an instance standing by (another instance records the channels'
+/// notifications) tries to take them over.
+const LISTEN_STANDBY_RETRY: Duration = Duration::from_secs(2);
+/// The lock that makes one instance of several on a database record a set of channels'
+/// notifications: a session advisory lock, released when its connection ends.
+const LISTEN_LOCK_SQL: &str =
+    "SELECT pg_try_advisory_lock(hashtext('uiblocks.notify'), hashtext($1))";
 /// Notifications buffered between a `LISTEN` connection and the recorder; past it the
 /// connection is read only as fast as events are recorded.
 const LISTEN_QUEUE: usize = 1_024;
@@ -735,7 +742,10 @@ pub(crate) fn draft_of(listened: &Listened, payload: &str) -> Result<ui_sync::Ch
 /// each notification, until `stop` fires or the change feed shuts down. A lost connection
 /// is reconnected with backoff (100 ms doubling to 30 s); after each reconnection every
 /// listened source is recorded as changed as a whole (notifications sent meanwhile are
-/// lost).
+/// lost). Of several instances on one database, one records a set of channels (it holds
+/// a session advisory lock on them); the others stand by, trying every 2 s, and take over
+/// (recording every source as changed) when its connection ends: each notification
+/// becomes one change event, not one per instance.
 pub(crate) fn spawn_listener(
     spec: &ConnectionSpec,
     listened: Vec<Listened>,
@@ -753,6 +763,7 @@ pub(crate) fn spawn_listener(
     tokio::spawn(async move {
         let mut backoff = LISTEN_BACKOFF.0;
         let mut first = true;
+        let mut standing_by = false;
         loop {
             let run = listen_once(&config, timeout, &by_channel, &sync, first);
             let outcome = tokio::select! {
@@ -761,7 +772,20 @@ pub(crate) fn spawn_listener(
             };
             match outcome {
                 Ok(Stop::Closed) => return,
+                Ok(Stop::Standby) => {
+                    if !standing_by {
+                        tracing::info!(connection = %name, "another instance records these notifications; standing by");
+                    }
+                    standing_by = true;
+                    first = false;
+                    tokio::select! {
+                        () = tokio::time::sleep(LISTEN_STANDBY_RETRY) => {}
+                        () = stop.cancelled() => return,
+                    }
+                    continue;
+                }
                 Ok(Stop::Lost) => {
+                    standing_by = false;
                     backoff = LISTEN_BACKOFF.0;
                     tracing::warn!(connection = %name, "the LISTEN connection was lost; reconnecting");
                 }
@@ -784,6 +808,8 @@ enum Stop {
     Closed,
     /// The connection ended.
     Lost,
+    /// Another instance holds the channels' lock and records their notifications.
+    Standby,
 }
 
 async fn listen_once(
@@ -795,6 +821,17 @@ async fn listen_once(
 ) -> Result<Stop, String> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
     let client = pg_connect(config, timeout, Some(tx)).await?;
+    let channels: Vec<&str> = by_channel.keys().map(String::as_str).collect();
+    let lock = channels.join(",");
+    let held: bool = tokio::time::timeout(timeout, client.query_one(LISTEN_LOCK_SQL, &[&lock]))
+        .await
+        .map_err(|_| "the LISTEN lock did not answer in time".to_owned())?
+        .map_err(|e| pg_error(&e))?
+        .try_get(0)
+        .map_err(|e| pg_error(&e))?;
+    if !held {
+        return Ok(Stop::Standby);
+    }
     let listen: String = by_channel
         .keys()
         .map(|c| format!("LISTEN \"{}\";", c.replace('"', "\"\"")))

@@ -44,6 +44,9 @@ args = { type = "object", required = ["branch"], properties = { branch = { type 
 notify = "t_rows_changed"
 "#;
 
+/// A change of `t.rows`, as the application's trigger would send it.
+const NOTIFY: &str = "NOTIFY t_rows_changed, '{\"audience\": \"project:web\"}'";
+
 /// The PostgreSQL cluster of the tests, or `None` (said, or a failure when required).
 fn cluster() -> Option<String> {
     let found = std::env::var("UI_SYNC_PG")
@@ -377,7 +380,7 @@ fn two_instances_on_one_postgres_database_are_one_service() {
     // One NOTIFY, two instances listening: one change event. Before: each instance recorded
     // it (two rows, which pages saw as `"n": 2`).
     let db = format!("{cluster} dbname={name}");
-    admin(&db, "NOTIFY t_rows_changed, '{\"audience\": \"project:web\"}'");
+    admin(&db, NOTIFY);
     let events = "SELECT count(*)::text FROM ui_sync_events WHERE source = 't.rows'";
     let deadline = Instant::now() + Duration::from_secs(5);
     while scalar(&db, events) == "0" && Instant::now() < deadline {
@@ -391,10 +394,10 @@ fn two_instances_on_one_postgres_database_are_one_service() {
     drop(a_proc);
     let deadline = Instant::now() + Duration::from_secs(10);
     while scalar(&db, events) == "1" && Instant::now() < deadline {
-        admin(&db, "NOTIFY t_rows_changed, '{\"audience\": \"project:web\"}'");
+        admin(&db, NOTIFY);
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_ne!(scalar(&db, events), "1", "B records the notifications once A is gone");
+    assert_ne!(scalar(&db, events), "1", "B records once A is gone");
 
     drop(b_proc);
     std::fs::remove_file(&sources).ok();

@@ -94,6 +94,8 @@ pub struct PgConnect {
     config: Config,
     tls: PgTls,
     mode: &'static str,
+    /// The TLS mode the string asked for ([`PgConnect::connect`] holds to it).
+    ssl_mode: SslMode,
 }
 
 impl std::fmt::Debug for PgConnect {
@@ -123,20 +125,37 @@ impl PgConnect {
             .parse()
             .map_err(|e: tokio_postgres::Error| PgConnectError::Syntax(e.to_string()))?;
         let plan = Plan::of(&params).map_err(PgConnectError::Tls)?;
+        if config.get_hosts().is_empty() {
+            // `hostaddr` alone: its addresses name the hosts too, so that TLS has a name
+            // (an address, checked against the certificate's addresses by verify-full)
+            // where `tokio-postgres` would refuse a handshake without one.
+            let addrs: Vec<String> = config
+                .get_hostaddrs()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            for addr in addrs {
+                config.host(&addr);
+            }
+        }
         let only_sockets = !config.get_hosts().is_empty()
             && config
                 .get_hosts()
                 .iter()
                 .all(|h| !matches!(h, Host::Tcp(_)));
-        let mode = if only_sockets {
-            config.ssl_mode(SslMode::Disable);
-            "disable (Unix socket)"
+        let (ssl_mode, mode) = if only_sockets {
+            (SslMode::Disable, "disable (Unix socket)")
         } else {
-            config.ssl_mode(plan.ssl_mode);
-            plan.name
+            (plan.ssl_mode, plan.name)
         };
+        config.ssl_mode(ssl_mode);
         let tls = PgTls::new(&plan, &params).map_err(PgConnectError::Tls)?;
-        Ok(PgConnect { config, tls, mode })
+        Ok(PgConnect {
+            config,
+            tls,
+            mode,
+            ssl_mode,
+        })
     }
 
     /// The `tokio-postgres` configuration (hosts, user, database, timeouts, and the
@@ -146,6 +165,7 @@ impl PgConnect {
     }
 
     /// The configuration, to set timeouts, keepalives or the application name.
+    /// Its TLS mode stays the string's: [`PgConnect::connect`] applies it again.
     pub fn config_mut(&mut self) -> &mut Config {
         &mut self.config
     }
@@ -167,7 +187,12 @@ impl PgConnect {
     /// `tokio-postgres`'s error: the server cannot be reached, refuses TLS that `require`
     /// asked for, presents a certificate the mode does not accept, refuses the login.
     pub async fn connect(&self) -> Result<(Client, PgConnection), tokio_postgres::Error> {
-        self.config.connect(self.tls.clone()).await
+        if self.config.get_ssl_mode() == self.ssl_mode {
+            return self.config.connect(self.tls.clone()).await;
+        }
+        let mut config = self.config.clone();
+        config.ssl_mode(self.ssl_mode);
+        config.connect(self.tls.clone()).await
     }
 }
 
@@ -202,7 +227,16 @@ fn misplaced_at(conninfo: &str) -> Result<(), PgConnectError> {
         return Ok(());
     };
     let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    if rest[host_end..].contains('@') {
+    let (path, query) = rest[host_end..]
+        .split_once('?')
+        .unwrap_or((&rest[host_end..], ""));
+    // A query value may hold an `@` (`application_name=ci@host`); a key never does.
+    let in_a_key = query.split('&').any(|part| {
+        part.split_once('=')
+            .map_or(part, |(key, _)| key)
+            .contains('@')
+    });
+    if path.contains('@') || in_a_key {
         return Err(PgConnectError::Syntax(
             "the URL has an `@` after its host: percent-encode `@`, `/`, `?`, `#` and `:` \
              in the user name and password (`%40`, `%2F`, `%3F`, `%23`, `%3A`)"
@@ -357,11 +391,25 @@ impl Plan {
         };
         let chosen = match params.mode.as_deref() {
             None if system => plan(SslMode::Require, Check::Full, "verify-full"),
+            // As libpq: a root file makes every mode check the chain.
+            None | Some("prefer" | "allow") if file => {
+                plan(SslMode::Prefer, Check::Chain, "prefer (verify-ca)")
+            }
             None | Some("prefer" | "allow") => plan(SslMode::Prefer, Check::Nothing, "prefer"),
             Some("disable") => plan(SslMode::Disable, Check::Nothing, "disable"),
-            Some("require") if file => plan(SslMode::Require, Check::Chain, "verify-ca"),
+            Some("require" | "verify-ca") if file => {
+                plan(SslMode::Require, Check::Chain, "verify-ca")
+            }
             Some("require") => plan(SslMode::Require, Check::Nothing, "require"),
-            Some("verify-ca") => plan(SslMode::Require, Check::Chain, "verify-ca"),
+            // A chain to any public root, whatever the name, would take any certificate
+            // bought for any domain: verify-ca needs the roots of this database's CA.
+            Some("verify-ca") => {
+                return Err(
+                    "sslmode=verify-ca needs sslrootcert naming the CA file of the database's \
+                     certificates (or use verify-full)"
+                        .into(),
+                );
+            }
             Some("verify-full") => plan(SslMode::Require, Check::Full, "verify-full"),
             Some(other) => {
                 return Err(format!(
@@ -432,6 +480,10 @@ impl PgTls {
             }
             _ => builder.with_no_client_auth(),
         };
+        let mut config = config;
+        // PostgreSQL 17's direct TLS (`sslnegotiation=direct`) needs it; older servers
+        // ignore it.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(PgTls {
             config: Arc::new(config),
         })
@@ -546,12 +598,15 @@ where
 {
     type Stream = PgTlsStream<S>;
     type TlsConnect = PgTlsConnect;
-    type Error = rustls::pki_types::InvalidDnsNameError;
+    type Error = std::convert::Infallible;
 
+    /// `tokio-postgres` asks for a connector for every connection, TLS or not, with an
+    /// empty host for a Unix socket or a bare `hostaddr`: a name that is not one fails
+    /// only if a handshake is attempted.
     fn make_tls_connect(&mut self, host: &str) -> Result<PgTlsConnect, Self::Error> {
         Ok(PgTlsConnect {
             config: self.config.clone(),
-            name: ServerName::try_from(host.to_owned())?,
+            name: ServerName::try_from(host.to_owned()).ok(),
         })
     }
 }
@@ -559,7 +614,8 @@ where
 /// One TLS handshake to one host (made by [`PgTls`]).
 pub struct PgTlsConnect {
     config: Arc<ClientConfig>,
-    name: ServerName<'static>,
+    /// `None`: no host name (a Unix socket, where the server never offers TLS).
+    name: Option<ServerName<'static>>,
 }
 
 impl std::fmt::Debug for PgTlsConnect {
@@ -581,7 +637,13 @@ where
     fn connect(self, stream: S) -> Self::Future {
         let connector = tokio_rustls::TlsConnector::from(self.config);
         Box::pin(async move {
-            let tls = connector.connect(self.name, stream).await?;
+            let name = self.name.ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "TLS needs the server's host name or address",
+                )
+            })?;
+            let tls = connector.connect(name, stream).await?;
             Ok(PgTlsStream(Box::new(tls)))
         })
     }
@@ -648,8 +710,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for PgTlsStream<S> {
 }
 
 /// RFC 5929's `tls-server-end-point` of a DER certificate: its hash with the hash of its
-/// signature algorithm, SHA-256 for MD5 and SHA-1. `None` for other algorithms (RSA-PSS,
-/// Ed25519), whose hash the RFC leaves open: SCRAM then runs without channel binding.
+/// signature algorithm (SHA-256, -384, -512), SHA-256 for MD5 and SHA-1. `None` for other
+/// algorithms (SHA-224, RSA-PSS, Ed25519): SCRAM then runs without channel binding.
 fn server_end_point(cert: &[u8]) -> Option<Vec<u8>> {
     const RSA: &[u8] = &[0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01];
     const ECDSA_SHA1: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x01];
@@ -657,7 +719,8 @@ fn server_end_point(cert: &[u8]) -> Option<Vec<u8>> {
     let oid = signature_algorithm(cert)?;
     let hash = if let Some(rest) = oid.strip_prefix(RSA) {
         match rest {
-            [0x04 | 0x05 | 0x0B | 0x0E] => 256,
+            // MD5 and SHA-1 with SHA-256; SHA-224 (0x0E) would need SHA-224: none.
+            [0x04 | 0x05 | 0x0B] => 256,
             [0x0C] => 384,
             [0x0D] => 512,
             _ => return None,
@@ -666,7 +729,8 @@ fn server_end_point(cert: &[u8]) -> Option<Vec<u8>> {
         256
     } else if let Some(rest) = oid.strip_prefix(ECDSA_SHA2) {
         match rest {
-            [0x01 | 0x02] => 256,
+            // 0x01 is ecdsa-with-SHA224: none (see above).
+            [0x02] => 256,
             [0x03] => 384,
             [0x04] => 512,
             _ => return None,
@@ -783,6 +847,9 @@ mod tests {
             assert!(e.contains("percent-encode"), "{url}: {e}");
             assert!(!e.contains("zq"), "{url}: {e}");
         }
+        let named = "postgres://u@db/app?application_name=ci@host&sslmode=disable";
+        let c = PgConnect::parse(named).unwrap();
+        assert_eq!(c.config().get_application_name(), Some("ci@host"));
         let encoded = "postgres://ub2:p%40zq%2Fw%3Ard%231@127.0.0.1:5432/uiblocks";
         let c = PgConnect::parse(encoded).unwrap();
         assert_eq!(c.config().get_password(), Some(&b"p@zq/w:rd#1"[..]));
@@ -815,8 +882,12 @@ mod tests {
             (SslMode::Require, Chain, "verify-ca")
         );
         assert_eq!(
-            of(Some("verify-ca"), None),
+            of(Some("verify-ca"), Some("/ca.pem")),
             (SslMode::Require, Chain, "verify-ca")
+        );
+        assert_eq!(
+            of(None, Some("/ca.pem")),
+            (SslMode::Prefer, Chain, "prefer (verify-ca)")
         );
         assert_eq!(
             of(Some("verify-full"), None),
@@ -828,8 +899,9 @@ mod tests {
         );
         let err = |mode, root| plan(mode, root).unwrap_err();
         assert!(err(Some("require"), Some("system")).contains("needs sslmode=verify-full"));
-        assert!(err(Some("verify-ca"), Some("system")).contains("needs sslmode=verify-full"));
+        assert!(err(Some("verify-ca"), Some("system")).contains("needs sslrootcert naming"));
         assert!(err(Some("always"), None).contains("`always` is not one of"));
+        assert!(err(Some("verify-ca"), None).contains("needs sslrootcert"));
         let half = TlsParams {
             cert: Some("c.pem".into()),
             ..TlsParams::default()
@@ -876,6 +948,8 @@ mod tests {
         assert_eq!(len(ecdsa(0x02)), Some(32));
         assert_eq!(len(ecdsa(0x03)), Some(48));
         assert_eq!(len(rsa(0x0A)), None); // RSA-PSS
+        assert_eq!(len(rsa(0x0E)), None); // sha224WithRSAEncryption
+        assert_eq!(len(ecdsa(0x01)), None); // ecdsa-with-SHA224
         assert_eq!(len(cert(&[0x2B, 0x65, 0x70])), None); // Ed25519
         let rsa256 = rsa(0x0B);
         assert_eq!(

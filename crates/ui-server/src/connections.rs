@@ -763,29 +763,15 @@ pub(crate) fn spawn_listener(
     tokio::spawn(async move {
         let mut backoff = LISTEN_BACKOFF.0;
         let mut first = true;
-        let mut standing_by = false;
         loop {
-            let run = listen_once(&config, timeout, &by_channel, &sync, first);
+            let run = listen_once(&config, timeout, &by_channel, &sync, first, &name);
             let outcome = tokio::select! {
                 outcome = run => outcome,
                 () = stop.cancelled() => return,
             };
             match outcome {
                 Ok(Stop::Closed) => return,
-                Ok(Stop::Standby) => {
-                    if !standing_by {
-                        tracing::info!(connection = %name, "another instance records these notifications; standing by");
-                    }
-                    standing_by = true;
-                    first = false;
-                    tokio::select! {
-                        () = tokio::time::sleep(LISTEN_STANDBY_RETRY) => {}
-                        () = stop.cancelled() => return,
-                    }
-                    continue;
-                }
                 Ok(Stop::Lost) => {
-                    standing_by = false;
                     backoff = LISTEN_BACKOFF.0;
                     tracing::warn!(connection = %name, "the LISTEN connection was lost; reconnecting");
                 }
@@ -808,8 +794,23 @@ enum Stop {
     Closed,
     /// The connection ended.
     Lost,
-    /// Another instance holds the channels' lock and records their notifications.
-    Standby,
+}
+
+/// The text whose hash names the lock of one listener: each channel with the sources it
+/// records, sorted, so that instances lock the same text only for the same work (a
+/// source added to a channel during a rolling deploy is its own listener until all run it).
+fn listen_lock_text(by_channel: &BTreeMap<String, Vec<Listened>>) -> String {
+    let mut text = String::new();
+    for (channel, listened) in by_channel {
+        let mut sources: Vec<&str> = listened.iter().map(|l| l.source.as_str()).collect();
+        sources.sort_unstable();
+        text.push_str(&format!(
+            "{}:{channel}={};",
+            channel.len(),
+            sources.join(",")
+        ));
+    }
+    text
 }
 
 async fn listen_once(
@@ -817,20 +818,46 @@ async fn listen_once(
     timeout: Duration,
     by_channel: &BTreeMap<String, Vec<Listened>>,
     sync: &ui_sync::SyncService,
-    first: bool,
+    mut first: bool,
+    name: &str,
 ) -> Result<Stop, String> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
     let client = pg_connect(config, timeout, Some(tx)).await?;
-    let channels: Vec<&str> = by_channel.keys().map(String::as_str).collect();
-    let lock = channels.join(",");
-    let held: bool = tokio::time::timeout(timeout, client.query_one(LISTEN_LOCK_SQL, &[&lock]))
+    // Named after this process (`pg_stat_activity` says which instance listens), and with
+    // server-side keepalives: a holder whose host vanished loses its session, and with it
+    // the lock, within about a minute rather than the kernel's two hours.
+    let session = format!(
+        "SET application_name = 'uiblocks-listen pid:{}'; SET tcp_keepalives_idle = 30; \
+         SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3;",
+        std::process::id()
+    );
+    tokio::time::timeout(timeout, client.batch_execute(&session))
         .await
-        .map_err(|_| "the LISTEN lock did not answer in time".to_owned())?
-        .map_err(|e| pg_error(&e))?
-        .try_get(0)
+        .map_err(|_| "the LISTEN session did not answer in time".to_owned())?
         .map_err(|e| pg_error(&e))?;
-    if !held {
-        return Ok(Stop::Standby);
+    let lock = listen_lock_text(by_channel);
+    let mut standing_by = false;
+    loop {
+        let held: bool = tokio::time::timeout(timeout, client.query_one(LISTEN_LOCK_SQL, &[&lock]))
+            .await
+            .map_err(|_| "the LISTEN lock did not answer in time".to_owned())?
+            .map_err(|e| pg_error(&e))?
+            .try_get(0)
+            .map_err(|e| pg_error(&e))?;
+        if held {
+            if standing_by {
+                tracing::info!(connection = %name, "taking over the notifications");
+            }
+            break;
+        }
+        if !standing_by {
+            tracing::info!(connection = %name, "another instance records these notifications; standing by");
+            standing_by = true;
+            // Whatever was sent until this one takes over is lost to it.
+            first = false;
+        }
+        // On the same session: no new connection per try.
+        tokio::time::sleep(LISTEN_STANDBY_RETRY).await;
     }
     let listen: String = by_channel
         .keys()
@@ -895,6 +922,46 @@ fn record(sync: &ui_sync::SyncService, draft: ui_sync::ChangeDraft) -> Result<()
 mod tests {
     use super::*;
     use rusqlite::Connection;
+
+    #[test]
+    fn the_listen_lock_names_channels_with_their_sources() {
+        let listened = |channel: &str, source: &str| Listened {
+            channel: channel.into(),
+            source: source.into(),
+            fixed_audience: None,
+        };
+        let text = |all: Vec<Listened>| {
+            let mut by_channel: BTreeMap<String, Vec<Listened>> = BTreeMap::new();
+            for l in all {
+                by_channel.entry(l.channel.clone()).or_default().push(l);
+            }
+            listen_lock_text(&by_channel)
+        };
+        let one = text(vec![listened("runs", "ci.runs")]);
+        // Another source on the same channel is other work: another lock.
+        assert_ne!(one, text(vec![listened("runs", "ci.other")]));
+        assert_ne!(
+            one,
+            text(vec![
+                listened("runs", "ci.runs"),
+                listened("runs", "ci.jobs")
+            ])
+        );
+        // The same work in another order is the same lock.
+        assert_eq!(
+            text(vec![
+                listened("a", "x"),
+                listened("b", "y"),
+                listened("a", "z")
+            ]),
+            text(vec![
+                listened("a", "z"),
+                listened("b", "y"),
+                listened("a", "x")
+            ])
+        );
+        assert_eq!(one, "4:runs=ci.runs;");
+    }
 
     #[test]
     fn named_parameters_become_numbers_outside_literals() {

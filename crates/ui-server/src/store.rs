@@ -1325,17 +1325,25 @@ impl UiStore for ChatStore {
         .map_err(store_error)
     }
 
+    /// Only a reading kept within [`KEEP_READINGS_MS`] (older rows wait for the next keep's
+    /// pruning). A failed read is logged and answers `None` (the choice is then refused
+    /// `stale-read`, as with a read id no process kept).
     async fn kept_reading(&self, read_id: &str) -> Option<KeptReading> {
+        let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
+        let since = now.saturating_sub(KEEP_READINGS_MS);
         let row = match &self.backend {
-            Backend::Pg(pg) => self.pg_kept_reading(pg, read_id).await,
+            Backend::Pg(pg) => self.pg_kept_reading(pg, read_id, since).await,
             Backend::Sqlite(db) => {
                 let id = read_id.to_owned();
                 db.read(move |conn| {
                     Ok(conn
                         .prepare_cached(
-                            "SELECT chat_id, key, reading FROM ui_readings WHERE read_id = ?1",
+                            "SELECT chat_id, key, reading FROM ui_readings \
+                             WHERE read_id = ?1 AND kept_at >= ?2",
                         )?
-                        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .query_row(params![id, since], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                        })
                         .optional()?)
                 })
                 .await

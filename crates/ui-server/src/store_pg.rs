@@ -686,19 +686,21 @@ impl ChatStore {
             .await
     }
 
-    /// The reading kept under `read_id`: its chat, key and reading's JSON.
+    /// The reading kept under `read_id` since `since`: its chat, key and reading's JSON.
     pub(super) async fn pg_kept_reading(
         &self,
         pg: &PgBackend,
         read_id: &str,
+        since: i64,
     ) -> DbResult<Option<(String, String, String)>> {
         pg.db
             .bounded(async {
                 let conn = pg.db.get().await?;
                 let row = conn
                     .query_opt(
-                        "SELECT chat_id, key, reading FROM ui_readings WHERE read_id = $1",
-                        &[&read_id],
+                        "SELECT chat_id, key, reading FROM ui_readings \
+                         WHERE read_id = $1 AND kept_at >= $2",
+                        &[&read_id, &since],
                     )
                     .await?
                     .map(|r| {

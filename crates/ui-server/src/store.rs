@@ -1290,7 +1290,7 @@ impl ChatStore {
 
 #[async_trait]
 impl UiStore for ChatStore {
-    /// Kept in the store's database for [`KEEP_READINGS_MS`], on SQLite as on PostgreSQL:
+    /// Kept in the store's database for an hour, on SQLite as on PostgreSQL:
     /// several servers on one database check each other's read ids, and a server that
     /// restarted still takes a choice made on the page it served before.
     async fn keep_reading(&self, kept: KeptReading) -> Result<(), StoreError> {
@@ -1325,7 +1325,7 @@ impl UiStore for ChatStore {
         .map_err(store_error)
     }
 
-    /// Only a reading kept within [`KEEP_READINGS_MS`] (older rows wait for the next keep's
+    /// Only a reading kept within the hour (older rows wait for the next keep's
     /// pruning). A failed read is logged and answers `None` (the choice is then refused
     /// `stale-read`, as with a read id no process kept).
     async fn kept_reading(&self, read_id: &str) -> Option<KeptReading> {

@@ -168,6 +168,20 @@ CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);",
 /// How long a fresh reading stays valid for choices sent to another process (or after a
 /// restart): an hour. Within one process the host's cache decides (`host.md` §7).
 const KEEP_READINGS_MS: i64 = 3_600_000;
+/// The most readings kept: past it the oldest go first (a busy server keeps them for less
+/// than the hour). 32 times the host's cache.
+const KEEP_READINGS_CAP: i64 = 4_096;
+/// Kept readings are pruned (by age and by count) at every this many keeps.
+const KEEP_PRUNE_EVERY: u64 = 64;
+/// The prune of kept readings: older than the `cutoff` parameter (`?1` or `$1`), or past
+/// the newest [`KEEP_READINGS_CAP`].
+fn prune_readings_sql(cutoff: &str) -> String {
+    format!(
+        "DELETE FROM ui_readings WHERE kept_at < {cutoff} OR read_id NOT IN \
+         (SELECT read_id FROM ui_readings ORDER BY kept_at DESC, read_id DESC \
+          LIMIT {KEEP_READINGS_CAP})"
+    )
+}
 
 /// A kept reading's row: read id, chat, key text, the reading's JSON, when it was kept.
 pub(crate) type KeptRow = (String, String, String, String, i64);
@@ -685,6 +699,8 @@ enum Backend {
 /// same tests). Cheap to clone.
 #[derive(Clone)]
 pub struct ChatStore {
+    /// Readings kept so far (every [`KEEP_PRUNE_EVERY`]th keep prunes).
+    keeps: Arc<std::sync::atomic::AtomicU64>,
     backend: Backend,
     feed: Option<SyncService>,
     cache: Arc<StoreCache>,
@@ -731,6 +747,7 @@ impl ChatStore {
         limits: ChatLimits,
     ) -> Self {
         ChatStore {
+            keeps: Arc::default(),
             backend: Backend::Sqlite(db),
             feed,
             cache: Arc::new(StoreCache::default()),
@@ -748,6 +765,7 @@ impl ChatStore {
         limits: ChatLimits,
     ) -> Self {
         ChatStore {
+            keeps: Arc::default(),
             backend: Backend::Pg(pg),
             feed,
             cache: Arc::new(StoreCache::default()),
@@ -1290,9 +1308,9 @@ impl ChatStore {
 
 #[async_trait]
 impl UiStore for ChatStore {
-    /// Kept in the store's database for an hour, on SQLite as on PostgreSQL:
-    /// several servers on one database check each other's read ids, and a server that
-    /// restarted still takes a choice made on the page it served before.
+    /// Kept in the store's database for an hour (at most the newest 4,096), on SQLite as on
+    /// PostgreSQL: several servers on one database check each other's read ids, and a
+    /// server that restarted still takes a choice made on the page it served before.
     async fn keep_reading(&self, kept: KeptReading) -> Result<(), StoreError> {
         let Some(read_id) = kept.reading.read_id.clone() else {
             return Ok(());
@@ -1300,7 +1318,11 @@ impl UiStore for ChatStore {
         let now = i64::try_from(self.clock.now_ms()).unwrap_or(i64::MAX);
         let reading = json_text(&kept.reading).map_err(store_error)?;
         let row: KeptRow = (read_id, kept.chat_id, kept.key, reading, now);
-        let prune_before = now.saturating_sub(KEEP_READINGS_MS);
+        let kept = self
+            .keeps
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prune_before = (kept % KEEP_PRUNE_EVERY == KEEP_PRUNE_EVERY - 1)
+            .then(|| now.saturating_sub(KEEP_READINGS_MS));
         let db = match &self.backend {
             Backend::Sqlite(db) => db,
             Backend::Pg(pg) => {
@@ -1317,8 +1339,10 @@ impl UiStore for ChatStore {
                  ON CONFLICT (read_id) DO NOTHING",
             )?
             .execute(params![row.0, row.1, row.2, row.3, row.4])?;
-            conn.prepare_cached("DELETE FROM ui_readings WHERE kept_at < ?1")?
-                .execute(params![prune_before])?;
+            if let Some(cutoff) = prune_before {
+                conn.prepare_cached(&prune_readings_sql("?1"))?
+                    .execute(params![cutoff])?;
+            }
             Ok(())
         })
         .await
@@ -1740,6 +1764,15 @@ mod tests {
         // A chat that is gone keeps nothing (and no error: the page has its answer).
         keep("no-such-chat", "k", "r3").await.unwrap();
         assert!(store.kept_reading("r3").await.is_none());
+        // At most the newest KEEP_READINGS_CAP (pruned every KEEP_PRUNE_EVERY keeps).
+        let more = KEEP_READINGS_CAP as usize + 2 * KEEP_PRUNE_EVERY as usize;
+        for n in 0..more {
+            keep(&chat.id, "k", &format!("n{n:05}")).await.unwrap();
+        }
+        assert!(store.kept_reading("r1").await.is_none(), "the oldest went");
+        assert!(store.kept_reading("n00000").await.is_none());
+        let last = format!("n{:05}", more - 1);
+        assert!(store.kept_reading(&last).await.is_some());
         f.finish().await;
     }
 

@@ -18,7 +18,8 @@ use ui_sync::{Audience, ChangeDraft, Cursor, NewRow, PgStore, Seq};
 
 use super::{
     AddError, BlockWrites, CHATS_SOURCE, Chat, ChatItem, ChatRow, ChatStore, ItemPage, ItemRow,
-    KeptRow, ReplyUpdate, WRITE, choice_key, json_text, new_id, parse_json, scope_source,
+    KeptRow, ReplyUpdate, WRITE, choice_key, json_text, new_id, parse_json, prune_readings_sql,
+    scope_source,
 };
 
 /// Keeps a reading unless the chat is gone (or the read id is kept already).
@@ -662,24 +663,22 @@ impl ChatStore {
             .await
     }
 
-    /// Keeps a reading (see [`ChatStore::keep_reading`]) and drops those older than
-    /// `prune_before`.
+    /// Keeps a reading (see [`ChatStore::keep_reading`]) and, with `prune_before`, drops
+    /// those older than it or past the newest 4,096.
     pub(super) async fn pg_keep_reading(
         &self,
         pg: &PgBackend,
         row: KeptRow,
-        prune_before: i64,
+        prune_before: Option<i64>,
     ) -> DbResult<()> {
         pg.db
             .bounded(async {
                 let conn = pg.db.get().await?;
                 conn.execute(KEEP_READING_PG, &[&row.0, &row.1, &row.2, &row.3, &row.4])
                     .await?;
-                conn.execute(
-                    "DELETE FROM ui_readings WHERE kept_at < $1",
-                    &[&prune_before],
-                )
-                .await?;
+                if let Some(cutoff) = prune_before {
+                    conn.execute(&prune_readings_sql("$1"), &[&cutoff]).await?;
+                }
                 conn.release();
                 Ok(())
             })

@@ -975,7 +975,8 @@ impl Cluster {
         cluster.port = free_port()?;
         let options = format!(
             "-p {} -k {dir_text} -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on \
-             -c ssl_cert_file={tls}/server.pem -c ssl_key_file={tls}/server.key",
+             -c ssl_cert_file={tls}/server.pem -c ssl_key_file={tls}/server.key \
+             -c ssl_ca_file={tls}/ca.pem",
             cluster.port
         );
         let pg_ctl = text(bin.join("pg_ctl"));
@@ -1003,12 +1004,14 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// A test CA and a server certificate it signed, in `<dir>/tls` (`ca.pem`,
-    /// `server.pem`, `server.key`, made with the `openssl` command, installed when
-    /// missing): ECDSA P-256, the name `localhost` and no IP address, so `verify-full` to
-    /// `127.0.0.1` fails where `verify-ca` passes. Also lets the role `ui_scram` sign in
-    /// only with a password over TLS (`hostssl … scram-sha-256` and `hostnossl … reject`,
-    /// before initdb's `trust` lines), for the channel binding test. Returns the directory.
+    /// A test CA and the certificates it signed, in `<dir>/tls` (made with the `openssl`
+    /// command, installed when missing; ECDSA P-256): `ca.pem`; `server.pem` and
+    /// `server.key`, for the name `localhost` and no IP address, so `verify-full` to
+    /// `127.0.0.1` fails where `verify-ca` passes; `client.pem` and `client.key` for the
+    /// role `ui_cert`. `pg_hba.conf` gets, before initdb's `trust` lines: `ui_cert` signs in
+    /// only with its certificate (`hostssl … cert`), `ui_scram` only with a password over
+    /// TLS (`hostssl … scram-sha-256`, `hostnossl … reject`), for the client-certificate and
+    /// channel-binding tests. Returns the directory.
     fn tls_files(&self) -> Result<String, String> {
         let has_openssl = Command::new("openssl")
             .arg("version")
@@ -1022,20 +1025,11 @@ impl Cluster {
         std::fs::create_dir(&tls)
             .map_err(|e| format!("postgres: cannot create {}: {e}", tls.display()))?;
         let file = |name: &str| tls.join(name).to_string_lossy().into_owned();
-        std::fs::write(
-            tls.join("server.ext"),
-            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-        )
-        .map_err(|e| format!("postgres: cannot write server.ext: {e}"))?;
-        let (ca_key, ca, key, csr, cert, ext) = (
-            file("ca.key"),
-            file("ca.pem"),
-            file("server.key"),
-            file("server.csr"),
-            file("server.pem"),
-            file("server.ext"),
-        );
+        let write = |name: &str, text: &str| {
+            std::fs::write(tls.join(name), text)
+                .map_err(|e| format!("postgres: cannot write {name}: {e}"))
+        };
+        let (ca_key, ca) = (file("ca.key"), file("ca.pem"));
         let ec = [
             "-newkey",
             "ec",
@@ -1045,25 +1039,23 @@ impl Cluster {
         ];
         let mut ca_args = vec!["req", "-x509"];
         ca_args.extend(ec);
-        ca_args.extend([
-            "-keyout",
-            &ca_key,
-            "-out",
-            &ca,
-            "-days",
-            "3",
-            "-subj",
-            "/CN=uiblocks test CA",
-        ]);
+        ca_args.extend(["-keyout", &ca_key, "-out", &ca, "-days", "3"]);
+        ca_args.extend(["-subj", "/CN=uiblocks test CA"]);
         self.step("postgres-tls-ca", "openssl", &ca_args)?;
-        let mut req_args = vec!["req"];
-        req_args.extend(ec);
-        req_args.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"]);
-        self.step("postgres-tls-csr", "openssl", &req_args)?;
-        self.step(
-            "postgres-tls-sign",
-            "openssl",
-            &[
+        // A key and a certificate the CA signs for `subject`, with the extensions `ext`.
+        let issue = |who: &str, subject: &str, ext: &str| -> Result<(), String> {
+            write(&format!("{who}.ext"), ext)?;
+            let (key, csr, cert, ext) = (
+                file(&format!("{who}.key")),
+                file(&format!("{who}.csr")),
+                file(&format!("{who}.pem")),
+                file(&format!("{who}.ext")),
+            );
+            let mut req = vec!["req"];
+            req.extend(ec);
+            req.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+            self.step(&format!("postgres-tls-{who}-request"), "openssl", &req)?;
+            let sign = [
                 "x509",
                 "-req",
                 "-in",
@@ -1080,7 +1072,19 @@ impl Cluster {
                 "-sha256",
                 "-extfile",
                 &ext,
-            ],
+            ];
+            self.step(&format!("postgres-tls-{who}-sign"), "openssl", &sign)
+        };
+        issue(
+            "server",
+            "/CN=localhost",
+            "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )?;
+        issue(
+            "client",
+            "/CN=ui_cert",
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
         )?;
         let tls_text = tls.to_string_lossy().into_owned();
         self.step(
@@ -1088,14 +1092,15 @@ impl Cluster {
             "chown",
             &["-R", &format!("{POSTGRES_USER}:"), &tls_text],
         )?;
-        self.step("postgres-tls-chmod", "chmod", &["600", &key])?;
+        self.step("postgres-tls-chmod", "chmod", &["600", &file("server.key")])?;
         let hba = self.dir.join("data").join("pg_hba.conf");
         let trust = std::fs::read_to_string(&hba)
             .map_err(|e| format!("postgres: cannot read {}: {e}", hba.display()))?;
         std::fs::write(
             &hba,
             format!(
-                "hostssl all ui_scram 127.0.0.1/32 scram-sha-256\n\
+                "hostssl all ui_cert 127.0.0.1/32 cert\n\
+                 hostssl all ui_scram 127.0.0.1/32 scram-sha-256\n\
                  hostnossl all ui_scram 127.0.0.1/32 reject\n{trust}"
             ),
         )

@@ -3,8 +3,10 @@
 //!
 //! Needs `UI_SYNC_PG` (a `host=127.0.0.1 …` connection string of a superuser) and
 //! `UI_PG_TLS_ROOT`: the CA file whose certificate the server presents, for the name
-//! `localhost` only, with `hostssl … ui_scram … scram-sha-256` and `hostnossl … ui_scram …
-//! reject` first in `pg_hba.conf`, and its Unix socket in the directory above the CA's.
+//! `localhost` only and `client.pem`/`client.key` beside it for the role `ui_cert`, with
+//! `hostssl … ui_cert … cert`, `hostssl … ui_scram … scram-sha-256` and `hostnossl …
+//! ui_scram … reject` first in `pg_hba.conf`, and its Unix socket in the directory above
+//! the CA's.
 //! `cargo xtask ci` starts such a cluster; without the variables these tests say they
 //! were skipped and pass.
 #![cfg(feature = "postgres")]
@@ -129,6 +131,39 @@ async fn sockets_and_bare_addresses_connect_whatever_the_mode() {
     let full = format!("{bare} sslmode=verify-full sslrootcert={root}");
     let refused = over_tls(&full).await.unwrap_err();
     assert!(refused.contains("NotValidForName"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_client_certificate_signs_in() {
+    let Some((conninfo, root)) = cluster() else {
+        return;
+    };
+    let admin = PgConnect::parse(&format!("{conninfo} sslmode=disable")).unwrap();
+    let (client, connection) = bounded(&conninfo, "connecting", admin.connect())
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let role = client.batch_execute(
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ui_cert') THEN
+             CREATE ROLE ui_cert LOGIN;
+           END IF;
+         END $$;",
+    );
+    bounded(&conninfo, "making the role", role).await.unwrap();
+    let dir = Path::new(&root).parent().unwrap();
+    let cert = format!(
+        "sslcert={} sslkey={}",
+        dir.join("client.pem").display(),
+        dir.join("client.key").display()
+    );
+    let as_cert = conninfo
+        .replace("host=127.0.0.1", "host=localhost")
+        .replace("user=postgres", "user=ui_cert");
+    let full = format!("{as_cert} sslmode=verify-full sslrootcert={root}");
+    // `pg_hba.conf` lets `ui_cert` in with its certificate only (`hostssl … cert`).
+    assert_eq!(over_tls(&format!("{full} {cert}")).await, Ok(true));
+    assert!(over_tls(&full).await.is_err(), "no certificate, no entry");
 }
 
 #[tokio::test]

@@ -24,8 +24,8 @@ use serde_json::{Value as Json, json};
 const SECRET: &str = "a-shared-proxy-secret";
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A reply whose block links a commit (so it is captured and frozen: the instances run
-/// no sources) and offers two choices.
+/// A reply whose block links a commit (so it is captured and frozen; it reads no source)
+/// and offers two choices.
 const REPLY: &str = "Next:\n```ui\n<Summary>The build failed</Summary>\n<Commit sha=\"0123abcd\"/>\n\
 <Choices><Choice context=\"Rerun the failed jobs\">Rerun</Choice><Choice>Ignore</Choice></Choices>\n```\n";
 
@@ -62,8 +62,9 @@ fn cluster() -> Option<String> {
     found
 }
 
-/// The first column of the first row of `sql` on the database of `conninfo`, as text.
-fn scalar(conninfo: &str, sql: &str) -> String {
+/// Runs `sql` on the database of `conninfo`; with `fetch`, the first column of its first
+/// row, as text.
+fn run_sql(conninfo: &str, sql: &str, fetch: bool) -> Option<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -73,29 +74,26 @@ fn scalar(conninfo: &str, sql: &str) -> String {
             .await
             .unwrap();
         let driver = tokio::spawn(connection);
-        let row = client.query_one(sql, &[]).await.unwrap();
-        let text: String = row.get(0);
+        let text = if fetch {
+            Some(client.query_one(sql, &[]).await.unwrap().get(0))
+        } else {
+            client.batch_execute(sql).await.unwrap();
+            None
+        };
         drop(client);
         driver.await.ok();
         text
     })
 }
 
-/// Runs `sql` on the cluster's own database.
+/// The first column of the first row of `sql` on the database of `conninfo`, as text.
+fn scalar(conninfo: &str, sql: &str) -> String {
+    run_sql(conninfo, sql, true).expect("a value")
+}
+
+/// Runs `sql` on the database of `conninfo`.
 fn admin(conninfo: &str, sql: &str) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(conninfo, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(connection);
-        client.batch_execute(sql).await.unwrap();
-        drop(client);
-        driver.await.ok();
-    });
+    run_sql(conninfo, sql, false);
 }
 
 /// The `postgres://` URL of the database `name` on the cluster of `conninfo`.

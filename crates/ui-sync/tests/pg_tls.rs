@@ -43,6 +43,26 @@ async fn bounded<T>(conninfo: &str, step: &str, f: impl std::future::Future<Outp
         .unwrap_or_else(|_| panic!("{step} took over 10 s: {conninfo}"))
 }
 
+/// Runs `sql` as the cluster's superuser (without TLS).
+async fn as_superuser(conninfo: &str, sql: &str) {
+    let admin = PgConnect::parse(&format!("{conninfo} sslmode=disable")).unwrap();
+    let (client, connection) = bounded(conninfo, "connecting", admin.connect())
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    bounded(conninfo, sql, client.batch_execute(sql))
+        .await
+        .unwrap();
+}
+
+/// SQL that makes the login role `name` unless it exists.
+fn login_role(name: &str) -> String {
+    format!(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN \
+         CREATE ROLE {name} LOGIN; END IF; END $$;"
+    )
+}
+
 /// Whether the session `conninfo` opens runs over TLS, or why it could not open.
 async fn over_tls(conninfo: &str) -> Result<bool, String> {
     let connect = PgConnect::parse(conninfo).map_err(|e| e.to_string())?;
@@ -138,19 +158,7 @@ async fn a_client_certificate_signs_in() {
     let Some((conninfo, root)) = cluster() else {
         return;
     };
-    let admin = PgConnect::parse(&format!("{conninfo} sslmode=disable")).unwrap();
-    let (client, connection) = bounded(&conninfo, "connecting", admin.connect())
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let role = client.batch_execute(
-        "DO $$ BEGIN
-           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ui_cert') THEN
-             CREATE ROLE ui_cert LOGIN;
-           END IF;
-         END $$;",
-    );
-    bounded(&conninfo, "making the role", role).await.unwrap();
+    as_superuser(&conninfo, &login_role("ui_cert")).await;
     let dir = Path::new(&root).parent().unwrap();
     let cert = format!(
         "sslcert={} sslkey={}",
@@ -171,21 +179,10 @@ async fn scram_with_channel_binding_required_signs_in_over_tls() {
     let Some((conninfo, _)) = cluster() else {
         return;
     };
-    let admin = PgConnect::parse(&format!("{conninfo} sslmode=disable")).unwrap();
-    let (client, connection) = bounded(&conninfo, "connecting", admin.connect())
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let role = client.batch_execute(
-        "DO $$ BEGIN
-               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'ui_scram') THEN
-                 CREATE ROLE ui_scram LOGIN;
-               END IF;
-             END $$;
-             SET password_encryption = 'scram-sha-256';
-             ALTER ROLE ui_scram PASSWORD 'ui-scram-secret';",
-    );
-    bounded(&conninfo, "making the role", role).await.unwrap();
+    let role = login_role("ui_scram");
+    let password = "SET password_encryption = 'scram-sha-256'; \
+                    ALTER ROLE ui_scram PASSWORD 'ui-scram-secret';";
+    as_superuser(&conninfo, &format!("{role} {password}")).await;
     let scram = conninfo.replace("user=postgres", "user=ui_scram password=ui-scram-secret");
     assert!(scram.contains("user=ui_scram"), "{conninfo}");
     let bound = format!("{scram} sslmode=require channel_binding=require");

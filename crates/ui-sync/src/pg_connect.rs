@@ -13,17 +13,20 @@
 //! | --- | --- | --- |
 //! | `disable` | never | – |
 //! | `allow`, `prefer`, absent | when the server offers it | not checked |
-//! | `require` | always | not checked; with a `sslrootcert` file, its chain as `verify-ca` |
-//! | `verify-ca` | always | chains to a trusted root |
+//! | `require` | always | not checked |
+//! | `verify-ca` | always | chains to the `sslrootcert` file's CA (required) |
 //! | `verify-full` | always | chains to a trusted root and names the host |
 //!
-//! The trusted roots are the PEM file `sslrootcert` names, or the system's store
-//! (`sslrootcert=system`, which also makes the absent mode `verify-full`, as in libpq 16;
-//! and the verifying modes without a `sslrootcert`, where libpq would read
-//! `~/.postgresql/root.crt`). `sslcert` and `sslkey` (PEM) present a client certificate.
-//! Unix sockets never use TLS. A TLS connection offers `tls-server-end-point` channel
-//! binding to SCRAM authentication (so `channel_binding=require` works) for certificates
-//! signed with RSA PKCS#1 or ECDSA.
+//! As in libpq, a `sslrootcert` file makes every mode but `disable` check the chain. The
+//! trusted roots are that PEM file, or the system's store: `sslrootcert=system` (which
+//! also makes the absent mode `verify-full` and refuses weaker ones, as in libpq 16), and
+//! `verify-full` without a `sslrootcert` (where libpq would read `~/.postgresql/root.crt`).
+//! `verify-ca` without a file is refused: a chain to any public root, whatever the name,
+//! would take a certificate bought for any domain. `sslcert` and `sslkey` (PEM) present a
+//! client certificate. Unix sockets never use TLS; `hostaddr` alone names the host by its
+//! address. A TLS connection offers `tls-server-end-point` channel binding to SCRAM
+//! authentication (so `channel_binding=require` works) for certificates signed with RSA
+//! PKCS#1 or ECDSA and SHA-1, -256, -384 or -512.
 //!
 //! ```
 //! use ui_sync::PgConnect;
@@ -116,8 +119,8 @@ impl PgConnect {
     /// [`PgConnectError::Syntax`] for what `tokio-postgres` refuses in the string;
     /// [`PgConnectError::Tls`] for an unknown `sslmode`, a file that cannot be read or
     /// holds no certificate or key, `sslcert` without `sslkey` (or the reverse),
-    /// `sslrootcert=system` with a mode weaker than `verify-full`, a system store without
-    /// roots.
+    /// `sslrootcert=system` with a mode weaker than `verify-full`, `verify-ca` without a
+    /// root file, a system store without roots.
     pub fn parse(conninfo: &str) -> Result<PgConnect, PgConnectError> {
         misplaced_at(conninfo)?;
         let (rest, params) = split_tls_params(conninfo);

@@ -38,7 +38,9 @@ const CHANNEL: &str = "ui_sync";
 const RECREATE_AT: u64 = 1 << 52;
 /// Pool connections for heads, catch-up snapshots and prunes.
 const POOL: usize = 2;
-/// Longest wait for a new connection, in milliseconds.
+/// Longest wait for a new connection, in milliseconds: the TCP connect (as
+/// `connect_timeout`) and also the whole of opening it, TLS handshake and sign-in
+/// included ([`open_bounded`]), which `tokio-postgres` leaves unbounded.
 const CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// `statement_timeout` of the data connections, in milliseconds: a stuck statement fails
 /// (and the appender retries) instead of holding its connection forever.
@@ -181,7 +183,7 @@ struct Setup {
 
 impl Setup {
     async fn open(&self) -> Result<Live, SyncError> {
-        let (client, connection) = self.config.connect().await.map_err(db)?;
+        let (client, connection) = open_bounded(&self.config).await?;
         tokio::spawn(async move {
             // Ends with an error when the server goes away; the next call reconnects.
             if let Err(e) = connection.await {
@@ -273,13 +275,27 @@ impl Listen {
     }
 }
 
+/// Opens a connection of `config` within [`CONNECT_TIMEOUT_MS`]: a server that accepts
+/// the socket and then says nothing (a stuck proxy, a handshake that never ends) fails the
+/// call, which is retried, instead of holding it (and the listener) forever.
+async fn open_bounded(config: &PgConnect) -> Result<(Client, PgConnection), SyncError> {
+    tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), config.connect())
+        .await
+        .map_err(|_| {
+            SyncError::Store(format!(
+                "postgres: no connection within {CONNECT_TIMEOUT_MS} ms"
+            ))
+        })?
+        .map_err(db)
+}
+
 /// The listener (§6.3): a dedicated connection that `LISTEN ui_sync`; every (re)connect is
 /// a wake-up (notifications sent while it was down are gone); reconnects back off from
 /// `min` doubling to `max`.
 async fn listener(config: PgConnect, listen: Arc<Listen>, min: Duration, max: Duration) {
     let mut delay = min;
     loop {
-        match config.connect().await {
+        match open_bounded(&config).await {
             Ok((client, connection)) => {
                 if listen_on(&client, connection, &listen).await {
                     delay = min;
@@ -287,7 +303,7 @@ async fn listener(config: PgConnect, listen: Arc<Listen>, min: Duration, max: Du
             }
             Err(e) => tracing::warn!(
                 target: "ui_sync",
-                error = %pg_error_text(&e),
+                error = %e,
                 retry_ms = delay.as_millis() as u64,
                 "the change log's listener cannot connect"
             ),

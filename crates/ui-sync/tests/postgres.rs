@@ -573,3 +573,29 @@ async fn append_rate_of_1000_row_batches() {
 async fn frame_ids_are_resume_points_over_the_postgres_log() {
     shared("frames", common::frame_ids_are_resume_points).await;
 }
+
+/// A server that takes the connection and never answers (a stuck proxy, a TLS handshake
+/// that never ends): opening the log fails within the connect timeout. Before, only the
+/// TCP connect was bounded, and `PgStore::connect` (and the listener) waited forever. No
+/// database needed: the "server" is a loopback socket nobody reads.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_never_answers_fails_the_connect_in_time() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    for tls in ["disable", "require"] {
+        let conninfo = format!("host=127.0.0.1 port={port} user=u dbname=d sslmode={tls}");
+        let opened = tokio::time::timeout(
+            Duration::from_secs(60),
+            ui_sync::PgStore::connect(&conninfo, None),
+        )
+        .await
+        .expect("the connect hung past 60 s");
+        let error = opened
+            .expect_err("a silent server opens no log")
+            .to_string();
+        assert!(
+            error.contains("no connection within 5000 ms"),
+            "{tls}: {error}"
+        );
+    }
+}

@@ -153,17 +153,21 @@ CREATE TABLE IF NOT EXISTS ui_reply_blocks (
     Migration {
         version: 4,
         name: "readings kept for choices",
-        sql: "
+        sql: KEPT_READINGS_TABLE,
+    },
+];
+
+/// Migration 4, the same text on SQLite and PostgreSQL: the fresh readings kept for
+/// choices ([`ChatStore::keep_reading`]).
+pub(crate) const KEPT_READINGS_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS ui_readings (
   read_id     TEXT    PRIMARY KEY,
   chat_id     TEXT    NOT NULL REFERENCES ui_chats (id) ON DELETE CASCADE,
   key         TEXT    NOT NULL,
   reading     TEXT    NOT NULL,
-  kept_at     INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);",
-    },
-];
+  kept_at     BIGINT  NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);";
 
 /// How long a fresh reading stays valid for choices sent to another process (or after a
 /// restart): an hour. Within one process the host's cache decides (`host.md` §7).

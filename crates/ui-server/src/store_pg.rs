@@ -105,15 +105,7 @@ CREATE TABLE IF NOT EXISTS ui_reply_blocks (
     Migration {
         version: 4,
         name: "readings kept for choices",
-        sql: "
-CREATE TABLE IF NOT EXISTS ui_readings (
-  read_id     TEXT    PRIMARY KEY,
-  chat_id     TEXT    NOT NULL REFERENCES ui_chats (id) ON DELETE CASCADE,
-  key         TEXT    NOT NULL,
-  reading     TEXT    NOT NULL,
-  kept_at     BIGINT  NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ui_readings_kept_at ON ui_readings (kept_at);",
+        sql: super::KEPT_READINGS_TABLE,
     },
 ];
 

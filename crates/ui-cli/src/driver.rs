@@ -101,7 +101,7 @@ fn answer_line(line: &str, buffer: &mut Vec<u8>, output: &mut impl Write) -> std
     match parse_line(line) {
         Ok(request) => {
             let response = respond(&request);
-            write_json(buffer, &response)?;
+            write_response(buffer, &response)?;
             send(buffer, output)
         }
         Err(e) => {
@@ -121,6 +121,20 @@ fn write_json<T: Serialize + ?Sized>(buffer: &mut Vec<u8>, value: &T) -> std::io
     #[cfg(not(feature = "speedups"))]
     {
         serde_json::to_writer(buffer, value).map_err(std::io::Error::from)
+    }
+}
+
+/// Appends the answer `response` to `buffer` as compact JSON: with the `speedups` feature,
+/// a `compile` answer's blocks are written by hand and the rest through sonic-rs
+/// (`driver/speedups.rs` says why); without it, through serde_json. The same bytes.
+fn write_response(buffer: &mut Vec<u8>, response: &Response<'_>) -> std::io::Result<()> {
+    #[cfg(feature = "speedups")]
+    {
+        speedups::write_response(buffer, response)
+    }
+    #[cfg(not(feature = "speedups"))]
+    {
+        write_json(buffer, response)
     }
 }
 

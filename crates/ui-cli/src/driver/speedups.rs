@@ -70,31 +70,45 @@ pub(super) fn write_response(buffer: &mut Vec<u8>, response: &Response<'_>) -> i
 }
 
 /// A block as serde's derive writes it: its fields in order, `revision` only when set.
+/// Every field is named, so a field added to [`Block`] stops the build here.
 fn write_block(buffer: &mut Vec<u8>, block: &Block) -> io::Result<()> {
+    let Block {
+        id,
+        catalog_version,
+        revision,
+        start,
+        end,
+        complete,
+        defaults,
+        queries,
+        nodes,
+        diagnostics,
+        fallback,
+    } = block;
     buffer.extend_from_slice(br#"{"id":"#);
-    string(buffer, &block.id)?;
+    string(buffer, id)?;
     buffer.extend_from_slice(br#","catalogVersion":"#);
-    CompactFormatter.write_u32(buffer, block.catalog_version)?;
-    if let Some(revision) = &block.revision {
+    CompactFormatter.write_u32(buffer, *catalog_version)?;
+    if let Some(revision) = revision {
         buffer.extend_from_slice(br#","revision":"#);
         string(buffer, revision)?;
     }
     buffer.extend_from_slice(br#","start":"#);
-    CompactFormatter.write_u32(buffer, block.start)?;
+    CompactFormatter.write_u32(buffer, *start)?;
     buffer.extend_from_slice(br#","end":"#);
-    CompactFormatter.write_u32(buffer, block.end)?;
+    CompactFormatter.write_u32(buffer, *end)?;
     buffer.extend_from_slice(br#","complete":"#);
-    CompactFormatter.write_bool(buffer, block.complete)?;
+    CompactFormatter.write_bool(buffer, *complete)?;
     buffer.extend_from_slice(br#","defaults":"#);
-    write_json(buffer, &block.defaults)?;
+    write_json(buffer, defaults)?;
     buffer.extend_from_slice(br#","queries":"#);
-    write_json(buffer, &block.queries)?;
+    write_json(buffer, queries)?;
     buffer.extend_from_slice(br#","nodes":"#);
-    write_array(buffer, &block.nodes, write_node)?;
+    write_array(buffer, nodes, write_node)?;
     buffer.extend_from_slice(br#","diagnostics":"#);
-    write_json(buffer, &block.diagnostics)?;
+    write_json(buffer, diagnostics)?;
     buffer.extend_from_slice(br#","fallback":"#);
-    string(buffer, &block.fallback)?;
+    string(buffer, fallback)?;
     buffer.push(b'}');
     Ok(())
 }
@@ -117,40 +131,55 @@ fn write_array<T>(
 }
 
 /// A node as serde's derive writes it: its fields in order, `error` only when set, and
-/// not its byte range (`#[serde(skip)]`).
+/// not its byte range (`#[serde(skip)]`). Every field is named, so a field added to
+/// [`Node`] stops the build here.
 fn write_node(buffer: &mut Vec<u8>, node: &Node) -> io::Result<()> {
+    let Node {
+        id,
+        kind,
+        props,
+        expressions,
+        bindings,
+        children,
+        complete,
+        fallback,
+        error,
+        start,
+        end,
+        bytes: _,
+    } = node;
     buffer.extend_from_slice(br#"{"id":"#);
-    string(buffer, &node.id)?;
+    string(buffer, id)?;
     buffer.extend_from_slice(br#","type":"#);
-    string(buffer, &node.kind)?;
+    string(buffer, kind)?;
     buffer.extend_from_slice(br#","props":"#);
-    write_props(buffer, &node.props)?;
+    write_props(buffer, props)?;
     buffer.extend_from_slice(br#","expressions":"#);
-    if node.expressions.is_empty() {
+    if expressions.is_empty() {
         buffer.extend_from_slice(b"{}");
     } else {
-        write_json(buffer, &node.expressions)?;
+        write_json(buffer, expressions)?;
     }
     buffer.extend_from_slice(br#","bindings":"#);
-    if node.bindings.is_empty() {
+    if bindings.is_empty() {
         buffer.extend_from_slice(b"{}");
     } else {
-        write_json(buffer, &node.bindings)?;
+        write_json(buffer, bindings)?;
     }
     buffer.extend_from_slice(br#","children":"#);
-    write_array(buffer, &node.children, write_node)?;
+    write_array(buffer, children, write_node)?;
     buffer.extend_from_slice(br#","complete":"#);
-    CompactFormatter.write_bool(buffer, node.complete)?;
+    CompactFormatter.write_bool(buffer, *complete)?;
     buffer.extend_from_slice(br#","fallback":"#);
-    string(buffer, &node.fallback)?;
-    if let Some(code) = node.error {
+    string(buffer, fallback)?;
+    if let Some(code) = error {
         buffer.extend_from_slice(br#","error":"#);
         string(buffer, code.as_str())?;
     }
     buffer.extend_from_slice(br#","start":"#);
-    CompactFormatter.write_u32(buffer, node.start)?;
+    CompactFormatter.write_u32(buffer, *start)?;
     buffer.extend_from_slice(br#","end":"#);
-    CompactFormatter.write_u32(buffer, node.end)?;
+    CompactFormatter.write_u32(buffer, *end)?;
     buffer.push(b'}');
     Ok(())
 }

@@ -6,7 +6,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use bytes::BytesMut;
+use http_body_util::BodyExt as _;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use ui_sync::RequestSource;
@@ -76,10 +77,12 @@ where
 
 /// The bytes of a JSON request body: refuses a wrong content type, an oversize body (over
 /// [`MAX_BODY_BYTES`], the limit [`crate::router`] also sets for every other extractor) and
-/// a body that does not arrive in time. The body is limited and collected here rather than
+/// a body that does not arrive in time. The body is read here, piece by piece, rather than
 /// through axum's `Bytes` extractor, which looks the limit up in the request's extensions
-/// and boxes the body once more (`benches/NOTES.md`).
-async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
+/// and boxes the body once more, or through `http_body_util`'s `Limited` and `collect`,
+/// which queue the pieces in a list allocated for every body, even a body of one piece
+/// (`benches/NOTES.md`).
+pub(crate) async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
     let json = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -91,17 +94,48 @@ async fn json_bytes(req: Request) -> Result<Bytes, ApiError> {
             "Send the body as `Content-Type: application/json`.",
         ));
     }
-    let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    match body.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-        Err(e) if crate::server::is_body_timeout(&*e) => Err(ApiError::new(
+    let mut body = req.into_body();
+    // A body of one piece (a page's usual request) is kept as it came, without a copy;
+    // from a second piece on, the pieces are joined in `joined`.
+    let mut first = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| unread(&e))?;
+        // Trailers carry no JSON.
+        let Ok(piece) = frame.into_data() else {
+            continue;
+        };
+        if piece.is_empty() {
+            continue;
+        }
+        let len = joined.as_ref().map_or(first.len(), BytesMut::len);
+        if piece.len() > MAX_BODY_BYTES - len {
+            return Err(too_large());
+        }
+        match &mut joined {
+            Some(all) => all.extend_from_slice(&piece),
+            None if first.is_empty() => first = piece,
+            None => {
+                let mut all = BytesMut::with_capacity(first.len() + piece.len());
+                all.extend_from_slice(&first);
+                all.extend_from_slice(&piece);
+                joined = Some(all);
+            }
+        }
+    }
+    Ok(joined.map_or(first, BytesMut::freeze))
+}
+
+/// The answer to a body that failed to arrive: `request-timeout` past its deadline,
+/// `bad-request` otherwise.
+fn unread(e: &axum::Error) -> ApiError {
+    if crate::server::is_body_timeout(e) {
+        ApiError::new(
             ErrorCode::RequestTimeout,
             "The body did not arrive in time.",
-        )),
-        Err(e) => Err(ApiError::bad_request(format!(
-            "The body could not be read: {e}."
-        ))),
+        )
+    } else {
+        ApiError::bad_request(format!("The body could not be read: {e}."))
     }
 }
 

@@ -22,14 +22,13 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use ui_core::HostLimits;
 use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
 
 use crate::auth::Principal;
 use crate::cache::CachedChat;
 use crate::error::ApiError;
-use crate::extract::{JsonBody, Params, SYNC_SEQ_HEADER, request_source};
+use crate::extract::{Params, SYNC_SEQ_HEADER, decode, json_bytes, request_source};
 use crate::state::AppState;
 use crate::store::{record_all, write_scope};
 use crate::view::ViewPayload;
@@ -91,17 +90,24 @@ where
     }
 }
 
-/// A payload of a `ui.*` route: its chat and its shape check.
-pub(crate) trait UiPayload: DeserializeOwned + Send {
+/// A payload of a `ui.*` route: how it is read from a body, its chat and its shape check.
+pub(crate) trait UiPayload: Sized + Send {
+    /// The payload of a JSON body's bytes: `bad-request` when they are not one.
+    fn from_body(bytes: &[u8]) -> Result<Self, ApiError>;
     /// The chat it names.
     fn chat_id(&self) -> &str;
     /// Its shape against the host limits: `bad-request` when it fails.
     fn check(&self, limits: &HostLimits) -> Result<(), ApiError>;
 }
 
+/// `UiPayload` for payload types validated with `HostLimits`, each read by its function.
 macro_rules! ui_payload {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $read:path),*) => {$(
         impl UiPayload for $t {
+            fn from_body(bytes: &[u8]) -> Result<Self, ApiError> {
+                $read(bytes)
+            }
+
             fn chat_id(&self) -> &str {
                 &self.chat_id
             }
@@ -113,9 +119,19 @@ macro_rules! ui_payload {
     )*};
 }
 
-ui_payload!(QueryPayload, LinkPayload, ChoicePayload);
+// A `ui.query` payload is shared: a page sends the same body again and again, and a body
+// met before on this thread answers with its payload decoded then ([`crate::bodies`]).
+ui_payload!(
+    Arc<QueryPayload> => crate::bodies::query_payload,
+    LinkPayload => decode,
+    ChoicePayload => decode
+);
 
 impl UiPayload for ViewPayload {
+    fn from_body(bytes: &[u8]) -> Result<Self, ApiError> {
+        decode(bytes)
+    }
+
     fn chat_id(&self) -> &str {
         &self.chat_id
     }
@@ -137,8 +153,7 @@ impl<P: UiPayload> FromRequest<AppState> for Attached<P> {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
         let principal = Principal::from_request_parts(&mut parts, state).await?;
-        let JsonBody(payload) =
-            JsonBody::<P>::from_request(Request::from_parts(parts, body), state).await?;
+        let payload = P::from_body(&json_bytes(Request::from_parts(parts, body)).await?)?;
         payload.check(&state.limits().host)?;
         owned(state, &principal, payload.chat_id())
             .await

@@ -143,6 +143,7 @@
 //! map at random).
 
 mod auth;
+mod bodies;
 mod cache;
 mod changes;
 mod config;

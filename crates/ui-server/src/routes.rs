@@ -669,7 +669,10 @@ async fn finish(
 
 /// A cached reading answered as is goes out as the JSON text written when it was cached
 /// ([`ui_host::QueryAnswer::into_json`]): the same bytes `ok` would write.
-async fn ui_query(State(state): State<AppState>, Attached(p): Attached<QueryPayload>) -> Response {
+async fn ui_query(
+    State(state): State<AppState>,
+    Attached(p): Attached<Arc<QueryPayload>>,
+) -> Response {
     match state.queries().query_answer(&p).await.into_json() {
         Ok(json) => (
             StatusCode::OK,

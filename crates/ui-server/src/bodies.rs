@@ -10,8 +10,10 @@
 //! (no lock, no cache line moved between cores). The table is direct-mapped: a body's hash
 //! picks one of [`SLOTS`] slots, which holds the last body that fell there; a miss decodes
 //! as [`crate::extract`] does and takes the slot. Only bodies up to [`MAX_BODY`] bytes are
-//! kept, so a thread holds at most `SLOTS × MAX_BODY` bytes of bodies with their payloads.
-//! A body that fails to decode is never kept: its error is made again each time.
+//! kept, so a thread holds at most [`SLOTS`] bodies of at most 4 KiB each (256 KiB), each
+//! with its payload. A body that fails to decode is never kept: its error is made again
+//! each time. A fixed hash seed lets a client choose bodies that share a slot; all that
+//! buys it is decoding as if nothing were remembered.
 
 use std::cell::RefCell;
 use std::hash::BuildHasher as _;

@@ -44,6 +44,7 @@ pub mod props;
 #[cfg(feature = "schema")]
 mod schema;
 pub mod text;
+mod token;
 mod value;
 pub mod view;
 
@@ -52,6 +53,7 @@ pub use code::{Code, HostCode, WireCode};
 pub use diag::{Diagnostic, Failure, TextRange};
 pub use limits::{HostLimits, LimitsError, ReplyLimits, SyncLimits, UiHostLimits, UiLimits};
 pub use props::{PropMap, Props, ReadProps};
+pub use token::Token;
 pub use value::{FORBIDDEN_KEYS, Kind, Number, Record, Value, is_forbidden_key, number_text};
 pub use view::{View, ViewAction, ViewBinding, ViewNode};
 

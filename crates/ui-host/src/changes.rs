@@ -4,7 +4,7 @@
 //! `SyncService`).
 
 use async_trait::async_trait;
-use ui_core::{Record, Value};
+use ui_core::{Record, Token, Value};
 
 /// A source's change feed (`sync.md` §8.1): which audience and keys a reading depends on.
 ///
@@ -28,13 +28,15 @@ pub trait ChangeFeed: Send + Sync + 'static {
     }
 }
 
-/// The opaque tokens of one reading's dependencies.
+/// The opaque tokens of one reading's dependencies. Kept as bytes: the service asks the
+/// index about them on every `ui.query` of a feed source ([`ChangeIndex::relevant`]), and
+/// writes them as hex only into a new reading's [`ReadingSync`](crate::ReadingSync).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeScope {
-    /// The scope token (hex).
-    pub scope: String,
-    /// The key tokens (hex); empty = the whole scope.
-    pub keys: Vec<String>,
+    /// The scope token.
+    pub scope: Token,
+    /// The key tokens; empty = the whole scope.
+    pub keys: Vec<Token>,
 }
 
 /// The change log as the host sees it.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ui_host::{ChangeIndex, ChangeScope};
-use ui_sync::{Seq, SyncService, Token, parse_audience};
+use ui_sync::{Seq, SyncService, parse_audience};
 
 /// How many scopes [`SyncChanges`] remembers; when full it forgets them all and starts
 /// again (a page's readings name a handful, so the memo is refilled at once).
@@ -18,12 +18,13 @@ const MAX_MEMOIZED_SCOPES: usize = 1024;
 /// The change log as `ui-host` sees it: attach it with
 /// [`UiQueries::attach_changes`](ui_host::UiQueries::attach_changes).
 ///
-/// It remembers the scope of each (source, audience, keys) it was asked for: every
-/// `ui.query` of a source with a change feed asks again, and the tokens are keyed hashes
-/// (HMAC-SHA256 with the log's salt, one per key and one for the scope) written as hex,
-/// which was about 40% of the time a cached `ui.query` spends in its handler (`benches/NOTES.md`). A
-/// service's salt is fixed for its lifetime (a new salt comes only with a new log, opened
-/// as a new service), so a remembered scope is what computing it again would give.
+/// It remembers the scope of each (source, audience, keys) it was asked for: the tokens are
+/// keyed hashes (HMAC-SHA256 with the log's salt, one per key and one for the scope), which
+/// once were about 40% of the time a cached `ui.query` spends in its handler
+/// (`benches/NOTES.md`). A service's salt is fixed for its lifetime (a new salt comes only
+/// with a new log, opened as a new service), so a remembered scope is what computing it
+/// again would give. A scope's tokens stay bytes, so [`ChangeIndex::relevant`] looks them
+/// up as they are.
 #[derive(Debug, Clone)]
 pub struct SyncChanges {
     service: SyncService,
@@ -46,12 +47,8 @@ impl SyncChanges {
         let keys = keys
             .iter()
             .filter_map(|k| self.service.tokens(source, &audience, Some(k)).1)
-            .map(|t| t.to_hex())
             .collect();
-        Some(ChangeScope {
-            scope: scope.to_hex(),
-            keys,
-        })
+        Some(ChangeScope { scope, keys })
     }
 }
 
@@ -98,15 +95,7 @@ impl ChangeIndex for SyncChanges {
     }
 
     fn relevant(&self, scope: &ChangeScope) -> u64 {
-        let Some(token) = Token::from_hex(&scope.scope) else {
-            return 0;
-        };
-        let keys: Vec<Token> = scope
-            .keys
-            .iter()
-            .filter_map(|k| Token::from_hex(k))
-            .collect();
-        self.service.relevant(&token, &keys).0
+        self.service.relevant(&scope.scope, &scope.keys).0
     }
 
     async fn catch_up_to(&self, seq: u64, within_ms: u64) -> bool {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, query_arguments};
-use ui_core::{HostCode, Record, Value};
+use ui_core::{HostCode, Record, Token, Value};
 
 use super::key::{QueryIdRef, QueryKeyRef, ShareKey, reading_key_text};
 use super::memo::MemoKeyRef;
@@ -352,8 +352,8 @@ impl UiQueries {
                             .map(|(f, index)| ReadingSync {
                                 epoch: index.epoch(),
                                 version,
-                                scope: f.scope.scope.clone(),
-                                keys: f.scope.keys.clone(),
+                                scope: f.scope.scope.to_hex(),
+                                keys: f.scope.keys.iter().map(Token::to_hex).collect(),
                                 feed: if f.complete { "complete" } else { "partial" }.to_owned(),
                             });
                     // A read that panics (a host's schema, say) must not leave its flight

@@ -234,8 +234,9 @@ impl KeptReading {
 /// concurrently; every method is one atomic step.
 #[async_trait]
 pub trait UiStore: Send + Sync + 'static {
-    /// The chat's current info, if the chat exists.
-    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo>;
+    /// The chat's current info, if the chat exists. Shared, not copied: every `ui.query`
+    /// asks for it, and a host's `data` may be large.
+    async fn chat_info(&self, chat_id: &str) -> Option<Arc<ChatInfo>>;
     /// The item `item_id` of the chat.
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem>;
     /// The block `block_id` of the item `item_id` with the item's flags and author. Every
@@ -309,7 +310,7 @@ pub trait UiStore: Send + Sync + 'static {
 
 #[derive(Debug, Default)]
 struct ChatRecord {
-    info: ChatInfo,
+    info: Arc<ChatInfo>,
     items: IndexMap<String, StoredItem>,
     access: HashMap<String, Option<Arc<Value>>>,
     sent: Vec<(ChoiceOrigin, String)>,
@@ -334,7 +335,7 @@ impl MemoryStore {
     /// Creates or replaces a chat's info.
     pub fn put_chat(&self, info: ChatInfo) {
         let id = info.chat_id.clone();
-        self.with(|chats| chats.entry(id).or_default().info = info);
+        self.with(|chats| chats.entry(id).or_default().info = Arc::new(info));
     }
 
     /// Removes a chat and everything in it.
@@ -381,8 +382,8 @@ impl MemoryStore {
 
 #[async_trait]
 impl UiStore for MemoryStore {
-    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
-        self.with(|chats| chats.get(chat_id).map(|c| c.info.clone()))
+    async fn chat_info(&self, chat_id: &str) -> Option<Arc<ChatInfo>> {
+        self.with(|chats| chats.get(chat_id).map(|c| Arc::clone(&c.info)))
     }
 
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {

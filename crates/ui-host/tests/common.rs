@@ -382,7 +382,7 @@ fn fail(left: &AtomicUsize) -> Result<(), StoreError> {
 
 #[async_trait]
 impl UiStore for FaultyStore {
-    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
+    async fn chat_info(&self, chat_id: &str) -> Option<Arc<ChatInfo>> {
         if self.1.chats_gone.load(Ordering::SeqCst) {
             return None;
         }

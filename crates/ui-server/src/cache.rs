@@ -28,9 +28,10 @@
 //! Nothing here decides who may read what: the owner check of the wire gate and the
 //! host's `authorize` run on every request, with the cached facts as their input.
 
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use foldhash::HashMap;
+use indexmap::{Equivalent, IndexMap};
 
 use ui_compiler::Block;
 use ui_core::Value;
@@ -54,20 +55,27 @@ pub(crate) struct Ticket(u64);
 /// previous old half) and a new young half starts. A hit in the old half moves the entry
 /// back into the young half, so entries in use stay and unused ones age out — an
 /// approximate LRU whose every operation is O(1) amortised.
-pub(crate) struct Bounded<V> {
-    maps: Mutex<Halves<V>>,
+///
+/// Keys are looked up borrowed ([`Equivalent`]): an item's entries are found by its two ids
+/// as the request holds them ([`ItemRef`]), with no key built per lookup.
+pub(crate) struct Bounded<K, V> {
+    maps: Mutex<Halves<K, V>>,
     half_entries: usize,
     half_weight: usize,
 }
 
-struct Halves<V> {
-    young: HashMap<String, (V, usize)>,
+/// One half's entries with their weights. An `IndexMap` for its borrowed lookups; the order
+/// it keeps is not used (entries leave by `swap_remove`).
+type Half<K, V> = IndexMap<K, (V, usize), foldhash::fast::RandomState>;
+
+struct Halves<K, V> {
+    young: Half<K, V>,
     young_weight: usize,
-    old: HashMap<String, (V, usize)>,
+    old: Half<K, V>,
     generation: u64,
 }
 
-impl<V> std::fmt::Debug for Bounded<V> {
+impl<K, V> std::fmt::Debug for Bounded<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let maps = self.lock();
         f.debug_struct("Bounded")
@@ -77,20 +85,20 @@ impl<V> std::fmt::Debug for Bounded<V> {
     }
 }
 
-impl<V> Bounded<V> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Halves<V>> {
+impl<K, V> Bounded<K, V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Halves<K, V>> {
         self.maps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<V: Clone> Bounded<V> {
+impl<K: Hash + Eq, V: Clone> Bounded<K, V> {
     /// An empty map holding at most `max_entries` entries of at most `max_weight` in all.
     pub(crate) fn new(max_entries: usize, max_weight: usize) -> Self {
         Bounded {
             maps: Mutex::new(Halves {
-                young: HashMap::default(),
+                young: Half::default(),
                 young_weight: 0,
-                old: HashMap::default(),
+                old: Half::default(),
                 generation: 0,
             }),
             half_entries: (max_entries / 2).max(1),
@@ -99,13 +107,13 @@ impl<V: Clone> Bounded<V> {
     }
 
     /// The entry of `key`, if cached.
-    pub(crate) fn get(&self, key: &str) -> Option<V> {
+    pub(crate) fn get<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Option<V> {
         let mut maps = self.lock();
         if let Some((value, _)) = maps.young.get(key) {
             return Some(value.clone());
         }
-        let (value, weight) = maps.old.remove(key)?;
-        self.put(&mut maps, key.to_owned(), value.clone(), weight);
+        let (key, (value, weight)) = maps.old.swap_remove_entry(key)?;
+        self.put(&mut maps, key, value.clone(), weight);
         Some(value)
     }
 
@@ -117,7 +125,7 @@ impl<V: Clone> Bounded<V> {
     /// Caches `value` under `key` unless something was invalidated since `ticket` was
     /// taken (the value may then be outdated) or `weight` alone would take more than half
     /// the room. Whether it was cached.
-    pub(crate) fn offer(&self, ticket: Ticket, key: String, value: V, weight: usize) -> bool {
+    pub(crate) fn offer(&self, ticket: Ticket, key: K, value: V, weight: usize) -> bool {
         if weight > self.half_weight {
             return false;
         }
@@ -130,13 +138,13 @@ impl<V: Clone> Bounded<V> {
     }
 
     /// Drops the entry of `key` and refuses every offer whose ticket is older.
-    pub(crate) fn invalidate(&self, key: &str) {
+    pub(crate) fn invalidate<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) {
         let mut maps = self.lock();
         maps.generation += 1;
-        if let Some((_, weight)) = maps.young.remove(key) {
+        if let Some((_, weight)) = maps.young.swap_remove(key) {
             maps.young_weight -= weight;
         }
-        maps.old.remove(key);
+        maps.old.swap_remove(key);
     }
 
     /// Entries cached now (tests).
@@ -147,11 +155,11 @@ impl<V: Clone> Bounded<V> {
     }
 
     /// Inserts into the young half, turning it into the old half first when it is full.
-    fn put(&self, maps: &mut Halves<V>, key: String, value: V, weight: usize) {
-        if let Some((_, w)) = maps.young.remove(&key) {
+    fn put(&self, maps: &mut Halves<K, V>, key: K, value: V, weight: usize) {
+        if let Some((_, w)) = maps.young.swap_remove(&key) {
             maps.young_weight -= w;
         }
-        maps.old.remove(&key);
+        maps.old.swap_remove(&key);
         if maps.young.len() >= self.half_entries || maps.young_weight + weight > self.half_weight {
             maps.old = std::mem::take(&mut maps.young);
             maps.young_weight = 0;
@@ -196,7 +204,8 @@ impl ItemFacts {
 #[derive(Debug, Clone)]
 pub(crate) struct CachedChat {
     pub(crate) row: ChatRow,
-    pub(crate) info: ChatInfo,
+    /// Shared with every request that asks for it ([`ui_host::UiStore::chat_info`]).
+    pub(crate) info: Arc<ChatInfo>,
 }
 
 /// The store's caches, shared by every clone of the store.
@@ -204,11 +213,11 @@ pub(crate) struct CachedChat {
 pub(crate) struct StoreCache {
     /// Chats by id. Chats are never changed or removed once created; a row is small (ids,
     /// a title of at most 200 characters, the owner and project), so only entries count.
-    pub(crate) chats: Bounded<Arc<CachedChat>>,
-    /// Finished items' facts by [`item_key`], weighed by their blocks' stored JSON.
-    pub(crate) items: Bounded<Arc<ItemFacts>>,
-    /// Granted access by [`item_key`], weighed by its stored JSON.
-    pub(crate) access: Bounded<Arc<Value>>,
+    pub(crate) chats: Bounded<String, Arc<CachedChat>>,
+    /// Finished items' facts by [`ItemKey`], weighed by their blocks' stored JSON.
+    pub(crate) items: Bounded<ItemKey, Arc<ItemFacts>>,
+    /// Granted access by [`ItemKey`], weighed by its stored JSON.
+    pub(crate) access: Bounded<ItemKey, Arc<Value>>,
 }
 
 impl Default for StoreCache {
@@ -221,16 +230,41 @@ impl Default for StoreCache {
     }
 }
 
-/// The cache key of the item `item_id` of `chat_id`: both ids, the first after its length,
-/// so that no two pairs share a key whatever characters they hold.
-pub(crate) fn item_key(chat_id: &str, item_id: &str) -> String {
-    let mut key = String::with_capacity(chat_id.len() + item_id.len() + 24);
-    // No formatting machinery: keys are built on every `ui.*` request.
-    key.push_str(itoa::Buffer::new().format(chat_id.len()));
-    key.push(':');
-    key.push_str(chat_id);
-    key.push_str(item_id);
-    key
+/// The cache key of an item: its chat and its id, apart, so that no two pairs share a key
+/// whatever characters they hold.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ItemKey {
+    chat_id: String,
+    item_id: String,
+}
+
+/// An [`ItemKey`] borrowed from a request: it hashes as the key it names (the same fields
+/// in the same order, `str` hashing as `String` does) and is [`Equivalent`] to it.
+#[derive(Debug, Clone, Copy, Hash)]
+pub(crate) struct ItemRef<'a> {
+    chat_id: &'a str,
+    item_id: &'a str,
+}
+
+impl ItemRef<'_> {
+    /// The key this names, owning its ids (for an entry to offer).
+    pub(crate) fn to_key(self) -> ItemKey {
+        ItemKey {
+            chat_id: self.chat_id.to_owned(),
+            item_id: self.item_id.to_owned(),
+        }
+    }
+}
+
+impl Equivalent<ItemKey> for ItemRef<'_> {
+    fn equivalent(&self, key: &ItemKey) -> bool {
+        self.chat_id == key.chat_id && self.item_id == key.item_id
+    }
+}
+
+/// The cache key of the item `item_id` of `chat_id`, borrowed.
+pub(crate) fn item_key<'a>(chat_id: &'a str, item_id: &'a str) -> ItemRef<'a> {
+    ItemRef { chat_id, item_id }
 }
 
 #[cfg(test)]
@@ -239,7 +273,7 @@ mod tests {
 
     #[test]
     fn entries_and_weight_are_bounded() {
-        let map: Bounded<u32> = Bounded::new(4, 100);
+        let map: Bounded<String, u32> = Bounded::new(4, 100);
         let ticket = map.ticket();
         for i in 0..10 {
             assert!(map.offer(ticket, format!("k{i}"), i, 1));
@@ -251,7 +285,7 @@ mod tests {
         // One entry heavier than half the room is never cached.
         assert!(!map.offer(map.ticket(), "heavy".into(), 0, 51));
         // Weight turns the halves over as entries do.
-        let map: Bounded<u32> = Bounded::new(1_000, 100);
+        let map: Bounded<String, u32> = Bounded::new(1_000, 100);
         for i in 0..10 {
             assert!(map.offer(map.ticket(), format!("k{i}"), i, 30));
         }
@@ -267,7 +301,7 @@ mod tests {
 
     #[test]
     fn entries_in_use_are_kept() {
-        let map: Bounded<u32> = Bounded::new(4, usize::MAX);
+        let map: Bounded<String, u32> = Bounded::new(4, usize::MAX);
         let t = map.ticket();
         assert!(map.offer(t, "hot".into(), 1, 1));
         for i in 0..20 {
@@ -278,7 +312,7 @@ mod tests {
 
     #[test]
     fn an_invalidation_refuses_older_offers() {
-        let map: Bounded<u32> = Bounded::new(8, usize::MAX);
+        let map: Bounded<String, u32> = Bounded::new(8, usize::MAX);
         let before = map.ticket();
         assert!(map.offer(before, "a".into(), 1, 1));
         // A write commits and drops "a" while a reader holds `before` and an old value.
@@ -309,7 +343,7 @@ mod tests {
                 },
                 owner: "alice".into(),
             },
-            info: ChatInfo::default(),
+            info: Arc::default(),
         });
         let facts = Arc::new(ItemFacts {
             assistant: true,
@@ -326,43 +360,38 @@ mod tests {
             );
         }
         assert!(cache.chats.len() <= MAX_CACHED_CHATS);
+        let key = |i: usize| item_key("c", &format!("i{i}")).to_key();
         for i in 0..MAX_CACHED_ITEMS + 10 {
-            assert!(
-                cache
-                    .items
-                    .offer(items, format!("i{i}"), Arc::clone(&facts), 1)
-            );
+            assert!(cache.items.offer(items, key(i), Arc::clone(&facts), 1));
         }
         assert!(cache.items.len() <= MAX_CACHED_ITEMS);
         for i in 0..MAX_CACHED_ACCESS + 10 {
-            assert!(
-                cache
-                    .access
-                    .offer(access, format!("a{i}"), Arc::new(Value::Null), 1)
-            );
+            assert!(cache.access.offer(access, key(i), Arc::new(Value::Null), 1));
         }
         assert!(cache.access.len() <= MAX_CACHED_ACCESS);
         // By bytes: heavy entries turn the halves over long before the entry limits.
         let heavy = MAX_CACHED_ITEM_BYTES / 8;
         for i in 0..64 {
+            let heavy_key = item_key("h", &format!("{i}")).to_key();
             assert!(
                 cache
                     .items
-                    .offer(items, format!("h{i}"), Arc::clone(&facts), heavy)
+                    .offer(items, heavy_key, Arc::clone(&facts), heavy)
             );
         }
         assert!(cache.items.len() <= 8 + MAX_CACHED_ITEMS / 2);
         assert!(
             !cache
                 .items
-                .offer(items, "huge".into(), facts, MAX_CACHED_ITEM_BYTES / 2 + 1)
+                .offer(items, key(0), facts, MAX_CACHED_ITEM_BYTES / 2 + 1)
         );
         let heavy = MAX_CACHED_ACCESS_BYTES / 4;
         for i in 0..16 {
+            let heavy_key = item_key("g", &format!("{i}")).to_key();
             assert!(
                 cache
                     .access
-                    .offer(access, format!("g{i}"), Arc::new(Value::Null), heavy)
+                    .offer(access, heavy_key, Arc::new(Value::Null), heavy)
             );
         }
         let maps = cache.access.lock();
@@ -377,11 +406,46 @@ mod tests {
 
     #[test]
     fn item_keys_never_collide() {
-        assert_ne!(item_key("ab", "c"), item_key("a", "bc"));
-        assert_ne!(item_key("1:a", "b"), item_key("1", ":ab"));
-        assert_eq!(item_key("chat", "item"), "4:chatitem");
-        assert_eq!(item_key("", "i"), "0:i");
+        let map: Bounded<ItemKey, u32> = Bounded::new(64, usize::MAX);
+        let pairs = [
+            ("ab", "c"),
+            ("a", "bc"),
+            ("1:a", "b"),
+            ("1", ":ab"),
+            ("", "i"),
+        ];
+        for (n, (chat, item)) in (0..).zip(pairs) {
+            assert!(map.offer(map.ticket(), item_key(chat, item).to_key(), n, 1));
+        }
+        for (n, (chat, item)) in (0..).zip(pairs) {
+            assert_eq!(map.get(&item_key(chat, item)), Some(n), "{chat:?} {item:?}");
+        }
+        assert_eq!(map.get(&item_key("a", "b")), None);
+        assert_eq!(map.get(&item_key("abc", "")), None);
+    }
+
+    #[test]
+    fn a_borrowed_item_key_hashes_as_the_key_it_names() {
+        use std::hash::BuildHasher;
+        let state = foldhash::fast::RandomState::default();
         let long = "c".repeat(1234);
-        assert_eq!(item_key(&long, "i"), format!("1234:{long}i"));
+        for (chat, item) in [("chat", "item"), ("", ""), (long.as_str(), "i"), ("é", "☃")] {
+            let borrowed = item_key(chat, item);
+            assert_eq!(
+                state.hash_one(borrowed),
+                state.hash_one(borrowed.to_key()),
+                "{chat:?} {item:?}"
+            );
+            assert!(borrowed.equivalent(&borrowed.to_key()));
+        }
+        // A hit in the old half is found borrowed and moves back to the young half.
+        let map: Bounded<ItemKey, u32> = Bounded::new(2, usize::MAX);
+        let t = map.ticket();
+        assert!(map.offer(t, item_key("c", "old").to_key(), 1, 1));
+        assert!(map.offer(t, item_key("c", "new").to_key(), 2, 1));
+        assert_eq!(map.get(&item_key("c", "old")), Some(1));
+        map.invalidate(&item_key("c", "old"));
+        assert_eq!(map.get(&item_key("c", "old")), None);
+        assert_eq!(map.get(&item_key("c", "new")), Some(2));
     }
 }

@@ -28,7 +28,7 @@ use ui_host::{
 };
 use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
-use crate::cache::{CachedChat, ItemFacts, StoreCache, item_key};
+use crate::cache::{CachedChat, ItemFacts, ItemRef, StoreCache, item_key};
 use crate::config::ChatLimits;
 use crate::db::{Db, DbError, DbResult, Migration};
 use crate::error::{ApiError, ErrorCode};
@@ -930,10 +930,10 @@ impl ChatStore {
         data.insert("owner".into(), Value::from(row.owner.as_str()));
         data.insert("project".into(), Value::from(row.chat.project.as_str()));
         let chat = Arc::new(CachedChat {
-            info: ChatInfo {
+            info: Arc::new(ChatInfo {
                 chat_id: row.chat.id.clone(),
                 data: Value::record(data),
-            },
+            }),
             row,
         });
         self.cache
@@ -1228,7 +1228,7 @@ impl ChatStore {
     /// [`ChatStore::stored_block`] from the database (`key` is the item's cache key).
     async fn stored_block_uncached(
         &self,
-        key: String,
+        key: ItemRef<'_>,
         chat_id: &str,
         item_id: &str,
         block_id: &str,
@@ -1255,7 +1255,7 @@ impl ChatStore {
         if let Some((AccessRecord::Granted(access), weight)) = access.map(access_record) {
             self.cache
                 .access
-                .offer(access_ticket, key.clone(), access, weight);
+                .offer(access_ticket, key.to_key(), access, weight);
         }
         let Some((facts, weight)) = facts else {
             return Ok(None);
@@ -1264,14 +1264,19 @@ impl ChatStore {
         if facts.settled(chat_id) {
             self.cache
                 .items
-                .offer(item_ticket, key, Arc::new(facts), weight);
+                .offer(item_ticket, key.to_key(), Arc::new(facts), weight);
         }
         Ok(stored)
     }
 
     /// A granted access from the database, then cached (`UiStore::access` on a miss; `key`
     /// is the item's cache key).
-    async fn access_uncached(&self, key: String, chat_id: &str, item_id: &str) -> AccessRecord {
+    async fn access_uncached(
+        &self,
+        key: ItemRef<'_>,
+        chat_id: &str,
+        item_id: &str,
+    ) -> AccessRecord {
         let ticket = self.cache.access.ticket();
         let (c, i) = (chat_id.to_owned(), item_id.to_owned());
         let row = match &self.backend {
@@ -1282,7 +1287,7 @@ impl ChatStore {
         if let AccessRecord::Granted(granted) = &access {
             self.cache
                 .access
-                .offer(ticket, key, Arc::clone(granted), weight);
+                .offer(ticket, key.to_key(), Arc::clone(granted), weight);
         }
         access
     }
@@ -1382,8 +1387,10 @@ impl UiStore for ChatStore {
         Some(KeptReading::new(chat_id, key, reading))
     }
 
-    async fn chat_info(&self, chat_id: &str) -> Option<ChatInfo> {
-        Some(logged("a chat", self.chat(chat_id).await)??.info.clone())
+    async fn chat_info(&self, chat_id: &str) -> Option<Arc<ChatInfo>> {
+        Some(Arc::clone(
+            &logged("a chat", self.chat(chat_id).await)??.info,
+        ))
     }
 
     async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {

@@ -151,7 +151,6 @@ impl UiQueries {
         let Some(info) = self.store.chat_info(&p.chat_id).await else {
             return refused(Some(HostCode::BlockStale), "The chat is gone.");
         };
-        let info = Arc::new(info);
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
         let Some(authorized) = self

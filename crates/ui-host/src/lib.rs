@@ -17,7 +17,10 @@
 //!   10 s, caps reads at 2 per chat and 16 in all, times out at 8 s and refuses results over
 //!   64 KB, with the codes of `host.md` §14. An HTTP host answers with
 //!   [`UiQueries::query_answer`]: a cached reading comes with the JSON text written once
-//!   when it was cached, so a cache hit serializes nothing.
+//!   when it was cached, so a cache hit serializes nothing. A host that meets the same
+//!   payload again and again keeps it as a [`PreparedQuery`] and answers with
+//!   [`UiQueries::query_prepared`]: what the payload alone determines (the query's digest,
+//!   its parsed arguments) is worked out once.
 //! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory.
 //!   Every write returns a [`StoreError`] when it did not happen: a capture or a choice
 //!   then fails (`internal`, or `refused-choice` for a full chat), a freeze retries.
@@ -170,7 +173,9 @@ pub use reading::{
     WireRefusal,
 };
 pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
-pub use service::{IssueRequest, ServiceLimits, ServiceStats, UiQueries, admits_by_content};
+pub use service::{
+    IssueRequest, PreparedQuery, ServiceLimits, ServiceStats, UiQueries, admits_by_content,
+};
 pub use source::{
     BoxFuture, ChatInfo, FnSource, LinkResolver, ReadRequest, SourceRegistry, Typed, TypedAdapter,
     TypedSource, UiHost, UiSource, ValueSchema,

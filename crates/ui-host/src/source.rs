@@ -360,7 +360,8 @@ impl UiSource for FnSource {
 /// ([`QuerySchemas`]): exactly each source's argument schema.
 #[derive(Clone, Default)]
 pub struct SourceRegistry {
-    sources: BTreeMap<String, Arc<dyn UiSource>>,
+    /// Names shared, not copied: every read of a source keeps its name in its share key.
+    sources: BTreeMap<Arc<str>, Arc<dyn UiSource>>,
 }
 
 impl std::fmt::Debug for SourceRegistry {
@@ -377,7 +378,7 @@ impl SourceRegistry {
 
     /// Registers `source` under `name` (the literal agents write in `@Query("…")`).
     pub fn register(&mut self, name: impl Into<String>, source: impl UiSource) -> &mut Self {
-        self.sources.insert(name.into(), Arc::new(source));
+        self.sources.insert(name.into().into(), Arc::new(source));
         self
     }
 
@@ -387,7 +388,7 @@ impl SourceRegistry {
         name: impl Into<String>,
         source: Arc<dyn UiSource>,
     ) -> &mut Self {
-        self.sources.insert(name.into(), source);
+        self.sources.insert(name.into().into(), source);
         self
     }
 
@@ -396,9 +397,14 @@ impl SourceRegistry {
         self.sources.get(name)
     }
 
+    /// The source named `name` with its registered name, shared.
+    pub(crate) fn named(&self, name: &str) -> Option<(&Arc<str>, &Arc<dyn UiSource>)> {
+        self.sources.get_key_value(name)
+    }
+
     /// The registered names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.sources.keys().map(String::as_str)
+        self.sources.keys().map(|name| &**name)
     }
 }
 

@@ -2,9 +2,13 @@
 
 mod common;
 
-use common::{REPLY, World, advance, set};
+use std::sync::Arc;
+
+use common::{REPLY, TestHost, World, advance, set};
 use ui_core::{Record, Value};
-use ui_host::ReadingState;
+use ui_host::{
+    FnSource, PreparedQuery, QueryPayload, QueryReading, ReadingState, SourceRegistry, ValueSchema,
+};
 
 fn record(json: &str) -> Record {
     Value::from_json_str(json)
@@ -327,4 +331,106 @@ async fn identical_source_reads_are_shared_but_read_ids_are_not() {
     assert_ne!(r1.read_id, r2.read_id);
     assert_eq!(r1.value, r2.value);
     assert_eq!(w.reads(), 1);
+}
+
+/// A schema that passes a record and adds `tag` to it: two hosts that parse the same
+/// arguments differently.
+struct Tagging(&'static str);
+
+impl ValueSchema for Tagging {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        let mut record = value.as_record().ok_or("not a record")?.clone();
+        record.insert("tag".into(), Value::from(self.0));
+        Ok(Value::record(record))
+    }
+}
+
+/// A schema that passes every value as it is.
+struct Pass;
+
+impl ValueSchema for Pass {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        Ok(value.clone())
+    }
+}
+
+/// A world whose `ci.runs` parses its arguments with `Tagging(tag)` and answers them.
+fn tagging_world(tag: &'static str) -> World {
+    let mut host = TestHost::build(true);
+    host.sources = SourceRegistry::new();
+    host.sources.register(
+        "ci.runs",
+        FnSource::new(Tagging(tag), Pass, |request| async move {
+            Ok(Value::record(request.args))
+        }),
+    );
+    World::with_host(Arc::new(host))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prepared_payload_answers_as_the_payload_does() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let p = w.payload("c1", "i1", block, "$runs");
+    let prepared = PreparedQuery::new(p.clone());
+    let first = w.service.query_prepared(&prepared).await.into_reading();
+    assert_eq!(first.state, ReadingState::Fresh, "{first:?}");
+    // Cached: the prepared payload and the plain one get the same bytes.
+    let again = w
+        .service
+        .query_prepared(&prepared)
+        .await
+        .into_json()
+        .unwrap();
+    let plain = w.service.query_answer(&p).await.into_json().unwrap();
+    assert_eq!(again.as_ref(), plain.as_ref());
+    assert_eq!(w.reads(), 1);
+    // Other input: other arguments, another read (past the query's read gap), whether
+    // prepared or not.
+    advance(1_000).await;
+    let mut dev = p.clone();
+    dev.values = record(r#"{"$branch":"dev"}"#);
+    let dev_prepared = w
+        .service
+        .query_prepared(&PreparedQuery::new(dev.clone()))
+        .await
+        .into_reading();
+    assert_eq!(dev_prepared.state, ReadingState::Fresh);
+    assert_ne!(dev_prepared.read_id, first.read_id);
+    assert_eq!(w.service.query(&dev).await.read_id, dev_prepared.read_id);
+    // Refusals as the payload's: an undeclared query, a revision the block does not have.
+    for change in [
+        |p: &mut QueryPayload| p.query = "$nope".into(),
+        |p: &mut QueryPayload| p.revision = "r0".into(),
+    ] {
+        let mut bad = p.clone();
+        change(&mut bad);
+        let refused = w
+            .service
+            .query_prepared(&PreparedQuery::new(bad.clone()))
+            .await
+            .into_reading();
+        assert_eq!(refused.state, ReadingState::Refused);
+        assert_eq!(refused.code, w.service.query(&bad).await.code);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_prepared_by_one_service_is_worked_out_again_by_another() {
+    let (a, b) = (tagging_world("a"), tagging_world("b"));
+    let block = &a.put_reply("c1", "i1", REPLY)[0];
+    assert_eq!(&b.put_reply("c1", "i1", REPLY)[0], block);
+    let prepared = PreparedQuery::new(a.payload("c1", "i1", block, "$runs"));
+    let tag = |reading: QueryReading| {
+        let value = reading.value.expect("a value");
+        value.as_record().expect("a record").get("tag").cloned()
+    };
+    let from_a = a.service.query_prepared(&prepared).await.into_reading();
+    assert_eq!(tag(from_a), Some(Value::from("a")));
+    // `b` parses the same payload's arguments its own way, not with `a`'s.
+    let from_b = b.service.query_prepared(&prepared).await.into_reading();
+    assert_eq!(tag(from_b), Some(Value::from("b")));
+    advance(10_000).await;
+    let again = a.service.query_prepared(&prepared).await.into_reading();
+    assert_eq!(tag(again), Some(Value::from("a")));
 }

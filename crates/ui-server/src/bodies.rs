@@ -4,7 +4,9 @@
 //! re-reads carry the same chat, item, block, revision, query and values; only a
 //! change-driven request adds its `seen`), and reading that JSON was the largest part of a
 //! cached `ui.query` that is ours (`benches/NOTES.md`). Decoding is a function of the bytes
-//! alone, so a body met before answers with the payload decoded then.
+//! alone, so a body met before answers with the payload decoded then, prepared
+//! ([`ui_host::PreparedQuery`]: what the host service derives from the payload alone is
+//! worked out once per body too).
 //!
 //! Each thread keeps its own small table, so a lookup shares no memory with another thread
 //! (no lock, no cache line moved between cores). The table is direct-mapped: a body's hash
@@ -19,7 +21,7 @@ use std::cell::RefCell;
 use std::hash::BuildHasher as _;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
+use ui_host::{PreparedQuery, QueryPayload};
 
 use crate::error::ApiError;
 use crate::extract::decode;
@@ -46,12 +48,16 @@ impl<P> Default for Remembered<P> {
     }
 }
 
-impl<P: DeserializeOwned> Remembered<P> {
-    /// The payload of `bytes`: the one decoded before from the same bytes, else decoded now
-    /// (and kept when the body is short enough). Errors as [`decode`].
-    pub(crate) fn decode(&mut self, bytes: &[u8]) -> Result<Arc<P>, ApiError> {
+impl<P> Remembered<P> {
+    /// The payload of `bytes`: the one `make` gave before for the same bytes, else made now
+    /// (and kept when the body is short enough). Errors as `make`'s, never kept.
+    pub(crate) fn decode(
+        &mut self,
+        bytes: &[u8],
+        make: fn(&[u8]) -> Result<P, ApiError>,
+    ) -> Result<Arc<P>, ApiError> {
         if bytes.len() > MAX_BODY {
-            return decode(bytes).map(Arc::new);
+            return make(bytes).map(Arc::new);
         }
         // The seed is fixed: which slot a body takes needs no secrecy, only spread.
         let slot = (foldhash::fast::FixedState::with_seed(0).hash_one(bytes) as usize) % SLOTS;
@@ -60,25 +66,32 @@ impl<P: DeserializeOwned> Remembered<P> {
         {
             return Ok(Arc::clone(payload));
         }
-        let payload = Arc::new(decode(bytes)?);
+        let payload = Arc::new(make(bytes)?);
         self.slots[slot] = Some((bytes.into(), Arc::clone(&payload)));
         Ok(payload)
     }
 }
 
 thread_local! {
-    static QUERY_BODIES: RefCell<Remembered<ui_host::QueryPayload>> =
+    static QUERY_BODIES: RefCell<Remembered<PreparedQuery>> =
         RefCell::new(Remembered::default());
 }
 
-/// A `ui.query` body's payload, remembered by this thread ([`Remembered::decode`]).
-pub(crate) fn query_payload(bytes: &[u8]) -> Result<Arc<ui_host::QueryPayload>, ApiError> {
-    QUERY_BODIES.with_borrow_mut(|table| table.decode(bytes))
+/// A `ui.query` body's payload, prepared, remembered by this thread
+/// ([`Remembered::decode`]).
+pub(crate) fn query_payload(bytes: &[u8]) -> Result<Arc<PreparedQuery>, ApiError> {
+    QUERY_BODIES.with_borrow_mut(|table| table.decode(bytes, prepared))
+}
+
+/// A `ui.query` body decoded and prepared.
+fn prepared(bytes: &[u8]) -> Result<PreparedQuery, ApiError> {
+    decode::<QueryPayload>(bytes).map(PreparedQuery::new)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_BODY, Remembered, SLOTS};
+    use super::{MAX_BODY, Remembered, SLOTS, query_payload};
+    use crate::error::ApiError;
     use crate::extract::decode;
     use proptest::prelude::*;
     use std::sync::Arc;
@@ -90,12 +103,31 @@ mod tests {
         )
     }
 
+    /// `bytes` as the route decodes them.
+    fn payload(bytes: &[u8]) -> Result<QueryPayload, ApiError> {
+        decode(bytes)
+    }
+
+    #[test]
+    fn a_query_body_met_before_answers_with_the_payload_prepared_then() {
+        let text = body("c-prepared", r#"{"$b":"x"}"#);
+        let first = query_payload(text.as_bytes()).expect("a payload");
+        let again = query_payload(text.as_bytes()).expect("a payload");
+        assert!(Arc::ptr_eq(&first, &again), "prepared once");
+        assert_eq!(first.payload(), &payload(text.as_bytes()).expect("decodes"));
+        let bad = br#"{"chatId":"c1"}"#;
+        assert_eq!(
+            format!("{:?}", query_payload(bad).expect_err("missing fields")),
+            format!("{:?}", payload(bad).expect_err("missing fields"))
+        );
+    }
+
     #[test]
     fn the_same_bytes_answer_with_the_payload_decoded_first() {
         let mut table = Remembered::<QueryPayload>::default();
         let text = body("c1", "{}");
-        let first = table.decode(text.as_bytes()).expect("a payload");
-        let again = table.decode(text.as_bytes()).expect("a payload");
+        let first = table.decode(text.as_bytes(), payload).expect("a payload");
+        let again = table.decode(text.as_bytes(), payload).expect("a payload");
         assert!(Arc::ptr_eq(&first, &again), "decoded once");
         assert_eq!(
             *first,
@@ -107,14 +139,14 @@ mod tests {
     fn other_bytes_are_decoded_and_errors_are_never_kept() {
         let mut table = Remembered::<QueryPayload>::default();
         let a = table
-            .decode(body("c1", "{}").as_bytes())
+            .decode(body("c1", "{}").as_bytes(), payload)
             .expect("a payload");
         let b = table
-            .decode(body("c1", r#"{"$branch":"dev"}"#).as_bytes())
+            .decode(body("c1", r#"{"$branch":"dev"}"#).as_bytes(), payload)
             .expect("a payload");
         assert_ne!(a, b);
         let bad = br#"{"chatId":"c1"}"#;
-        let error = table.decode(bad).expect_err("missing fields");
+        let error = table.decode(bad, payload).expect_err("missing fields");
         assert_eq!(
             format!("{error:?}"),
             format!(
@@ -129,13 +161,13 @@ mod tests {
     fn a_long_body_is_decoded_every_time_and_the_table_stays_bounded() {
         let mut table = Remembered::<QueryPayload>::default();
         let long = body(&"c".repeat(MAX_BODY), "{}");
-        let first = table.decode(long.as_bytes()).expect("a payload");
-        let again = table.decode(long.as_bytes()).expect("a payload");
+        let first = table.decode(long.as_bytes(), payload).expect("a payload");
+        let again = table.decode(long.as_bytes(), payload).expect("a payload");
         assert!(!Arc::ptr_eq(&first, &again), "not kept");
         assert_eq!(first, again);
         for i in 0..10 * SLOTS {
             table
-                .decode(body(&format!("c{i}"), "{}").as_bytes())
+                .decode(body(&format!("c{i}"), "{}").as_bytes(), payload)
                 .expect("a payload");
         }
         assert_eq!(table.slots.len(), SLOTS);
@@ -163,7 +195,7 @@ mod tests {
                 if cut {
                     text.truncate(text.len() - 1);
                 }
-                let got = table.decode(text.as_bytes()).map(|p| (*p).clone());
+                let got = table.decode(text.as_bytes(), payload).map(|p| (*p).clone());
                 let want = decode::<QueryPayload>(text.as_bytes());
                 prop_assert_eq!(format!("{got:?}"), format!("{want:?}"));
             }

@@ -23,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
 use ui_core::HostLimits;
-use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
+use ui_host::{ChoicePayload, LinkPayload, PreparedQuery};
 
 use crate::auth::Principal;
 use crate::cache::CachedChat;
@@ -121,11 +121,24 @@ macro_rules! ui_payload {
 
 // A `ui.query` payload is shared: a page sends the same body again and again, and a body
 // met before on this thread answers with its payload decoded then ([`crate::bodies`]).
-ui_payload!(
-    Arc<QueryPayload> => crate::bodies::query_payload,
-    LinkPayload => decode,
-    ChoicePayload => decode
-);
+ui_payload!(LinkPayload => decode, ChoicePayload => decode);
+
+/// A `ui.query` body decoded once per body and prepared ([`crate::bodies`]).
+impl UiPayload for Arc<PreparedQuery> {
+    fn from_body(bytes: &[u8]) -> Result<Self, ApiError> {
+        crate::bodies::query_payload(bytes)
+    }
+
+    fn chat_id(&self) -> &str {
+        &self.payload().chat_id
+    }
+
+    fn check(&self, limits: &HostLimits) -> Result<(), ApiError> {
+        self.payload()
+            .validate(limits)
+            .map_err(ApiError::bad_request)
+    }
+}
 
 impl UiPayload for ViewPayload {
     fn from_body(bytes: &[u8]) -> Result<Self, ApiError> {

@@ -19,7 +19,7 @@ use serde_json::{Map, Value as Json};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use ui_core::{CATALOG_VERSION, FENCE_LANGUAGE, catalog};
-use ui_host::{ChoicePayload, LinkPayload, QueryPayload};
+use ui_host::{ChoicePayload, LinkPayload, PreparedQuery};
 use ui_sync::Cursor;
 
 use crate::auth::{DemoAuth, Principal};
@@ -671,9 +671,9 @@ async fn finish(
 /// ([`ui_host::QueryAnswer::into_json`]): the same bytes `ok` would write.
 async fn ui_query(
     State(state): State<AppState>,
-    Attached(p): Attached<Arc<QueryPayload>>,
+    Attached(p): Attached<Arc<PreparedQuery>>,
 ) -> Response {
-    match state.queries().query_answer(&p).await.into_json() {
+    match state.queries().query_prepared(&p).await.into_json() {
         Ok(json) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],

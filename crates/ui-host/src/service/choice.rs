@@ -192,7 +192,7 @@ impl UiQueries {
         let args = self
             .arguments(&block, &p.query, &p.values, &*source)
             .map_err(|m| WireRefusal::new(WireCode::RefusedQuery, None, m))?;
-        Ok((source, args))
+        Ok((source, Arc::clone(args.value())))
     }
 
     /// The reading the store kept under `read_id` (by any process), when it was read for
@@ -234,7 +234,8 @@ impl UiQueries {
         let defaults = self
             .arguments(block, &p.query, &Record::default(), &**source)
             .ok()?;
-        (Value::Record(defaults) == Value::Record(Arc::clone(args))).then(|| reading.clone())
+        let defaults = Value::Record(Arc::clone(defaults.value()));
+        (defaults == Value::Record(Arc::clone(args))).then(|| reading.clone())
     }
 
     // ---- chat.uiChoice (§12.1) ----

@@ -70,13 +70,7 @@ pub(crate) struct QueryIdRef<'a> {
 impl<'a> QueryIdRef<'a> {
     /// The query `p` names.
     pub(crate) fn of(p: &'a QueryPayload) -> Self {
-        let parts = [
-            p.chat_id.as_str(),
-            &p.item_id,
-            &p.block_id,
-            &p.revision,
-            &p.query,
-        ];
+        let parts = Self::parts_of(p);
         QueryIdRef {
             parts,
             // Every part, the chat's too: item ids are the host's, and one may number its
@@ -85,6 +79,29 @@ impl<'a> QueryIdRef<'a> {
             // linear time each (`benches/NOTES.md`).
             digest: DIGEST.hash_one(parts),
         }
+    }
+
+    /// The query `p` names, with the digest [`QueryIdRef::of`] gave it before.
+    pub(crate) fn with_digest(p: &'a QueryPayload, digest: u64) -> Self {
+        QueryIdRef {
+            parts: Self::parts_of(p),
+            digest,
+        }
+    }
+
+    /// The digest of the query's parts.
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    fn parts_of(p: &'a QueryPayload) -> [&'a str; 5] {
+        [
+            p.chat_id.as_str(),
+            &p.item_id,
+            &p.block_id,
+            &p.revision,
+            &p.query,
+        ]
     }
 }
 
@@ -186,17 +203,22 @@ fn hash_key<H: Hasher>(id: u64, args: Option<u64>, state: &mut H) {
 /// principals' reads can never share by collision.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ShareKey {
-    source: String,
+    source: Arc<str>,
     args: Structural<Record>,
     access: Structural<Value>,
 }
 
 impl ShareKey {
-    /// The key of `source` read with `args` and `access`, sharing their allocations.
-    pub(crate) fn shared(source: &str, args: &Arc<Record>, access: &Arc<Value>) -> ShareKey {
+    /// The key of `source` read with `args` and `access`, sharing their allocations (the
+    /// arguments come with their digest, remembered with them).
+    pub(crate) fn shared(
+        source: &Arc<str>,
+        args: &Structural<Record>,
+        access: &Arc<Value>,
+    ) -> ShareKey {
         ShareKey {
-            source: source.to_owned(),
-            args: Structural::new(Arc::clone(args)),
+            source: Arc::clone(source),
+            args: args.clone(),
             access: Structural::new(Arc::clone(access)),
         }
     }
@@ -213,7 +235,11 @@ impl ShareKey {
 
     #[cfg(test)]
     pub(crate) fn new(source: &str, args: &Record, access: &Value) -> ShareKey {
-        ShareKey::shared(source, &Arc::new(args.clone()), &Arc::new(access.clone()))
+        ShareKey::shared(
+            &Arc::from(source),
+            &Structural::new(Arc::new(args.clone())),
+            &Arc::new(access.clone()),
+        )
     }
 }
 
@@ -231,6 +257,13 @@ impl<T: Digest> Structural<T> {
     pub(crate) fn new(value: Arc<T>) -> Self {
         let digest = value.digest();
         Structural { value, digest }
+    }
+}
+
+impl<T> Structural<T> {
+    /// The value, shared.
+    pub(crate) fn value(&self) -> &Arc<T> {
+        &self.value
     }
 }
 

@@ -3,12 +3,11 @@
 //! evaluates the block nor parses the arguments again.
 
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::Arc;
 
 use indexmap::{Equivalent, IndexMap};
 use ui_core::{Record, Value};
 
-use super::key::DIGEST;
+use super::key::{DIGEST, Structural};
 
 /// How many evaluated query arguments the service remembers (see [`ArgumentMemo`]).
 const MAX_MEMOIZED_ARGUMENTS: usize = 256;
@@ -23,15 +22,18 @@ const MAX_MEMOIZED_ARGUMENTS: usize = 256;
 #[derive(Debug, Default)]
 pub(super) struct ArgumentMemo {
     /// Oldest first (insertion order): the oldest goes when the memo is full.
-    args: IndexMap<MemoKey, Arc<Record>, foldhash::fast::RandomState>,
+    /// With their digest ([`Structural`]), which every read's [`ShareKey`] needs.
+    ///
+    /// [`ShareKey`]: super::key::ShareKey
+    args: IndexMap<MemoKey, Structural<Record>, foldhash::fast::RandomState>,
 }
 
 impl ArgumentMemo {
-    pub(super) fn get(&self, key: &MemoKeyRef<'_>) -> Option<Arc<Record>> {
+    pub(super) fn get(&self, key: &MemoKeyRef<'_>) -> Option<Structural<Record>> {
         self.args.get(key).cloned()
     }
 
-    pub(super) fn insert(&mut self, key: &MemoKeyRef<'_>, args: Arc<Record>) {
+    pub(super) fn insert(&mut self, key: &MemoKeyRef<'_>, args: Structural<Record>) {
         if self.args.contains_key(key) {
             return;
         }
@@ -187,6 +189,8 @@ fn same_value(a: &Value, b: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn record(entries: &[(&str, Value)]) -> Record {
@@ -208,7 +212,7 @@ mod tests {
             let mut memo = ArgumentMemo::default();
             memo.insert(
                 &MemoKeyRef::new("r1", "b1", "$q", values),
-                Arc::new(Record::default()),
+                Structural::new(Arc::new(Record::default())),
             );
             memo
         };
@@ -249,7 +253,7 @@ mod tests {
         for name in &names {
             memo.insert(
                 &MemoKeyRef::new("r", "b", name, &values),
-                Arc::new(Record::default()),
+                Structural::new(Arc::new(Record::default())),
             );
         }
         assert_eq!(memo.args.len(), MAX_MEMOIZED_ARGUMENTS);

@@ -44,10 +44,14 @@ use table::SharedTable;
 
 pub use capture::admits_by_content;
 pub use choice::IssueRequest;
+pub use query::PreparedQuery;
 
 use capture::CaptureOutcome;
 use memo::ArgumentMemo;
 use read::SourceReads;
+
+/// The services made so far in this process (each one's `instance`).
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
 
 /// The live-query service of one host: reads registered sources for stored blocks with the
 /// writing chat's captured access, caches and bounds the reads, resolves links, issues the
@@ -74,6 +78,9 @@ pub struct UiQueries {
     source_reads: SourceReads,
     /// `ui.query` requests answered from the cache ([`ServiceStats::cache_hits`]).
     cache_hits: AtomicU64,
+    /// This service among the process's services: a [`PreparedQuery`] remembers the
+    /// arguments one service parsed, for that service only.
+    instance: u64,
 }
 
 /// Every limit group the service checks. Start from [`ServiceLimits::default`] (the
@@ -214,6 +221,7 @@ impl UiQueries {
             sync_limits: limits.sync,
             source_reads: SourceReads::default(),
             cache_hits: AtomicU64::new(0),
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
         })
     }
 

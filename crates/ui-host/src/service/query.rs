@@ -2,15 +2,15 @@
 //! (remembered per revision, query and input), and serving under the admission table's lock
 //! (cache, in-flight join, attempt windows, slots; `sync.md` §8.4–§8.5 for feed sources).
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use ui_compiler::{Block, query_arguments};
 use ui_core::{HostCode, Record, Token, Value};
 
-use super::key::{QueryIdRef, QueryKeyRef, ShareKey, reading_key_text};
+use super::key::{QueryIdRef, QueryKeyRef, ShareKey, Structural, reading_key_text};
 use super::memo::MemoKeyRef;
 use super::read::ShareDecision;
 use super::table::{CacheEntry, InFlight};
@@ -61,7 +61,7 @@ struct ReadPlan {
     source: Arc<dyn UiSource>,
     info: Arc<ChatInfo>,
     access: Arc<Value>,
-    args: Arc<Record>,
+    args: Structural<Record>,
     feed: Option<Arc<Feed>>,
 }
 
@@ -74,6 +74,69 @@ const MAX_MEMOIZED_FEEDS: usize = 1024;
 pub(super) struct Feed {
     scope: ChangeScope,
     complete: bool,
+}
+
+/// A `ui.query` payload with what answering it derives from the payload alone, worked out
+/// once: the digest of the query it names and, after a request of it was admitted, its
+/// evaluated and parsed arguments. A host that meets the same payload again and again (a
+/// page re-reads its readings with the very same body) keeps one and answers it with
+/// [`UiQueries::query_prepared`]; the answer is the one [`UiQueries::query_answer`] gives
+/// for the payload.
+///
+/// The arguments are a function of the payload: a revision names one block content, whose
+/// query names one source of the service's fixed registry (as for the service's own
+/// argument memo). They are remembered for the service that worked them out, and worked
+/// out again by any other.
+///
+/// ```
+/// # use ui_host::{PreparedQuery, QueryPayload};
+/// let payload = QueryPayload {
+///     chat_id: "c1".into(),
+///     item_id: "i1".into(),
+///     block_id: "b1".into(),
+///     revision: "r1".into(),
+///     query: "$runs".into(),
+///     values: Default::default(),
+///     seen: None,
+/// };
+/// let prepared = PreparedQuery::new(payload.clone());
+/// assert_eq!(prepared.payload(), &payload);
+/// ```
+#[derive(Debug)]
+pub struct PreparedQuery {
+    payload: QueryPayload,
+    derived: Derived,
+}
+
+impl PreparedQuery {
+    /// `payload`, prepared.
+    pub fn new(payload: QueryPayload) -> Self {
+        let derived = Derived::of(&payload);
+        PreparedQuery { payload, derived }
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &QueryPayload {
+        &self.payload
+    }
+}
+
+/// What [`PreparedQuery`] keeps beside its payload.
+#[derive(Debug)]
+struct Derived {
+    /// [`QueryIdRef::of`]'s digest of the payload.
+    id_digest: u64,
+    /// The parsed arguments, with the [`UiQueries::instance`] that parsed them.
+    args: OnceLock<(u64, Structural<Record>)>,
+}
+
+impl Derived {
+    fn of(p: &QueryPayload) -> Self {
+        Derived {
+            id_digest: QueryIdRef::of(p).digest(),
+            args: OnceLock::new(),
+        }
+    }
 }
 
 fn busy(now: u64) -> QueryReading {
@@ -96,15 +159,26 @@ impl UiQueries {
     /// reading answered as is, its JSON text written once when it was cached (an HTTP
     /// host sends those bytes without serializing the reading again).
     pub async fn query_answer(self: &Arc<Self>, p: &QueryPayload) -> QueryAnswer {
+        self.answer(p, &Derived::of(p)).await
+    }
+
+    /// [`UiQueries::query_answer`] of a prepared payload: the same answer, without working
+    /// out again what `prepared` remembers.
+    pub async fn query_prepared(self: &Arc<Self>, prepared: &PreparedQuery) -> QueryAnswer {
+        self.answer(&prepared.payload, &prepared.derived).await
+    }
+
+    /// [`UiQueries::query_answer`] of `p`, whose `derived` is its own.
+    async fn answer(self: &Arc<Self>, p: &QueryPayload, derived: &Derived) -> QueryAnswer {
         let limit = self.limits.reason();
-        match self.query_uncut(p).await {
+        match self.query_uncut(p, derived).await {
             Served::Made(reading) => QueryAnswer::made(*reading, limit),
             Served::Cached(cached) => QueryAnswer::cached(cached, limit),
         }
     }
 
     /// [`UiQueries::query_answer`] before its reason is cut to the configured limit.
-    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload) -> Served {
+    async fn query_uncut(self: &Arc<Self>, p: &QueryPayload, derived: &Derived) -> Served {
         let refusal = |code: Option<HostCode>, reason: &str| {
             QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
         };
@@ -129,15 +203,23 @@ impl UiQueries {
                 "The block does not declare this query.",
             );
         };
-        let Some(source) = self.host.sources().get(&query.source).cloned() else {
+        let Some((source_name, source)) = self.host.sources().named(&query.source) else {
             return refused(
                 Some(HostCode::SourceUnregistered),
                 "The query's source is not registered.",
             );
         };
-        let args = match self.arguments(block, &p.query, &p.values, &*source) {
-            Ok(args) => args,
-            Err(reason) => return refused(None, &reason),
+        let source = Arc::clone(source);
+        let args = match derived.args.get() {
+            Some((instance, args)) if *instance == self.instance => args.clone(),
+            _ => match self.arguments(block, &p.query, &p.values, &*source) {
+                Ok(args) => {
+                    // Kept once: a payload another service prepared keeps that one's.
+                    derived.args.get_or_init(|| (self.instance, args.clone()));
+                    args
+                }
+                Err(reason) => return refused(None, &reason),
+            },
         };
         let Some(access) = self
             .access_of(stored.author_chat_id.as_deref(), &p.chat_id, &p.item_id)
@@ -154,7 +236,7 @@ impl UiQueries {
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
         let Some(authorized) = self
-            .within_timeout(source.authorize(&info, &access, &args))
+            .within_timeout(source.authorize(&info, &access, args.value()))
             .await
         else {
             return QueryReading::failed(
@@ -167,7 +249,7 @@ impl UiQueries {
         if let Err(e) = authorized {
             return refusal(None, "").with_host_error(&e).into();
         }
-        let share = ShareKey::shared(&query.source, &args, &access);
+        let share = ShareKey::shared(source_name, &args, &access);
         let feed = source
             .changes()
             .zip(self.changes.get())
@@ -180,7 +262,7 @@ impl UiQueries {
             args,
             feed,
         };
-        self.serve(p, plan).await
+        self.serve(p, derived.id_digest, plan).await
     }
 
     /// The feed of a reading of `share`'s source with its arguments and access: the
@@ -224,7 +306,7 @@ impl UiQueries {
         name: &str,
         values: &Record,
         source: &dyn UiSource,
-    ) -> Result<Arc<Record>, String> {
+    ) -> Result<Structural<Record>, String> {
         let memo_key = block
             .revision
             .as_deref()
@@ -238,14 +320,15 @@ impl UiQueries {
         let Value::Record(args) = source.args().parse(&Value::record(args))? else {
             return Err("The parsed arguments are not a record.".to_owned());
         };
+        let args = Structural::new(args);
         if let Some(k) = memo_key {
-            lock(&self.arguments).insert(&k, Arc::clone(&args));
+            lock(&self.arguments).insert(&k, args.clone());
         }
         Ok(args)
     }
 
     /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
-    async fn serve(self: &Arc<Self>, p: &QueryPayload, plan: ReadPlan) -> Served {
+    async fn serve(self: &Arc<Self>, p: &QueryPayload, id_digest: u64, plan: ReadPlan) -> Served {
         let ReadPlan {
             share,
             source,
@@ -254,7 +337,7 @@ impl UiQueries {
             args,
             feed,
         } = plan;
-        let id = QueryIdRef::of(p);
+        let id = QueryIdRef::with_digest(p, id_digest);
         let (identity, key) = (
             QueryKeyRef::identity(id),
             QueryKeyRef::reading(id, share.args()),
@@ -336,10 +419,10 @@ impl UiQueries {
                     let this = Arc::clone(self);
                     let version = decision.version;
                     let started = decision.started;
-                    let kept = (p.chat_id.clone(), reading_key_text(p, &args));
+                    let kept = (p.chat_id.clone(), reading_key_text(p, args.value()));
                     let request = ReadRequest {
                         info,
-                        args: Arc::unwrap_or_clone(args),
+                        args: Arc::unwrap_or_clone(Arc::clone(args.value())),
                         access,
                         cancel: CancellationToken::new(),
                     };

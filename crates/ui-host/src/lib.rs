@@ -181,6 +181,6 @@ pub use source::{
     TypedSource, UiHost, UiSource, ValueSchema,
 };
 pub use store::{
-    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, KeptReading, MemoryStore, SendResult,
-    StoreError, StoredBlock, StoredItem, UiQueryState, UiStore, block_revision,
+    AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, KeptReading, Lease, MemoryStore,
+    SendResult, StoreError, StoredBlock, StoredItem, UiQueryState, UiStore, block_revision,
 };

@@ -4,6 +4,7 @@
 //! implementation (the server adds a durable one).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -153,6 +154,55 @@ pub struct StoredBlock {
     pub author_chat_id: Option<String>,
     /// The block.
     pub block: Arc<Block>,
+    /// The store's promise that these facts stay as they are ([`Lease`]); `None` promises
+    /// nothing, and every request asks again.
+    pub lease: Option<Lease>,
+}
+
+/// A store's promise about what it answered for one block of an item: the block with the
+/// item's flags and author ([`UiStore::block`]), the item's captured access
+/// ([`UiStore::access`]) and the chat's info ([`UiStore::chat_info`]) stay as they are
+/// until the store withdraws the lease ([`Lease::withdraw`]), which it must do before (or
+/// as) any of them changes. While a lease holds, the service answers a prepared payload
+/// ([`PreparedQuery`](crate::PreparedQuery)) from what it derived under it, without asking
+/// the store again; `authorize` still runs on every request.
+///
+/// A store whose facts settle (a finished reply, an access captured once) hands one out
+/// with them; the withdrawal is one flag that every copy of the lease sees.
+///
+/// ```
+/// use ui_host::Lease;
+/// let lease = Lease::new();
+/// let copy = lease.clone();
+/// assert!(copy.holds());
+/// lease.withdraw();
+/// assert!(!copy.holds());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Lease(Arc<AtomicBool>);
+
+impl Lease {
+    /// A lease that holds.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Withdraws the lease: every copy stops holding, for good.
+    pub fn withdraw(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether the lease still holds.
+    pub fn holds(&self) -> bool {
+        !self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Two leases are equal when they are copies of one lease.
+impl PartialEq for Lease {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl StoredBlock {
@@ -165,6 +215,7 @@ impl StoredBlock {
             subagent: item.parent_tool_use_id.is_some(),
             author_chat_id: item.ui_queries.as_ref().map(|q| q.author_chat_id.clone()),
             block: Arc::clone(block),
+            lease: None,
         })
     }
 }

@@ -12,9 +12,9 @@ use serde_json::json;
 use ui_compiler::{Block, CompileOptions, QuerySchemas, UiCompiler};
 use ui_core::{FrozenClock, Record, Value};
 use ui_host::{
-    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, FnSource, HostError, LinkResolver,
-    MemoryStore, QueryPayload, SendResult, SourceRegistry, StoreError, StoredItem, TokioClock,
-    UiHost, UiQueries, UiQueryState, UiRefusal, UiStore, block_revision,
+    AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, FnSource, HostError, Lease, LinkResolver,
+    MemoryStore, QueryPayload, SendResult, SourceRegistry, StoreError, StoredBlock, StoredItem,
+    TokioClock, UiHost, UiQueries, UiQueryState, UiRefusal, UiStore, block_revision,
 };
 use ui_links::LinkTarget;
 
@@ -567,5 +567,86 @@ pub fn choice(block: &(String, String), choice_id: &str) -> ui_host::ChoicePaylo
         choice_id: choice_id.to_owned(),
         values: ui_core::Record::default(),
         reads: indexmap::IndexMap::new(),
+    }
+}
+
+/// A [`MemoryStore`] that hands out its blocks under one lease ([`StoredBlock::lease`]) and
+/// counts the service's questions about blocks, access and chats.
+#[derive(Clone, Default)]
+pub struct LeasingStore {
+    pub inner: Arc<MemoryStore>,
+    pub lease: Arc<std::sync::Mutex<Lease>>,
+    /// `block`, `access` and `chat_info` calls.
+    pub asked: Arc<AtomicUsize>,
+}
+
+impl LeasingStore {
+    pub fn new(inner: Arc<MemoryStore>) -> Self {
+        LeasingStore {
+            inner,
+            ..LeasingStore::default()
+        }
+    }
+
+    /// Withdraws the lease handed out so far; later blocks come under a new one.
+    pub fn withdraw(&self) {
+        let mut lease = self.lease.lock().unwrap();
+        lease.withdraw();
+        *lease = Lease::new();
+    }
+
+    pub fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl UiStore for LeasingStore {
+    async fn chat_info(&self, chat_id: &str) -> Option<Arc<ChatInfo>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.inner.chat_info(chat_id).await
+    }
+    async fn item(&self, chat_id: &str, item_id: &str) -> Option<StoredItem> {
+        self.inner.item(chat_id, item_id).await
+    }
+    async fn block(&self, chat_id: &str, item_id: &str, block_id: &str) -> Option<StoredBlock> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let mut block = self.inner.block(chat_id, item_id, block_id).await?;
+        block.lease = Some(self.lease.lock().unwrap().clone());
+        Some(block)
+    }
+    async fn has_newer_item(&self, chat_id: &str, item_id: &str) -> bool {
+        self.inner.has_newer_item(chat_id, item_id).await
+    }
+    async fn access(&self, chat_id: &str, item_id: &str) -> AccessRecord {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.inner.access(chat_id, item_id).await
+    }
+    async fn set_access(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        access: Option<Arc<Value>>,
+    ) -> Result<(), StoreError> {
+        self.inner.set_access(chat_id, item_id, access).await
+    }
+    async fn set_ui_queries(
+        &self,
+        chat_id: &str,
+        item_id: &str,
+        state: UiQueryState,
+    ) -> Result<(), StoreError> {
+        self.inner.set_ui_queries(chat_id, item_id, state).await
+    }
+    async fn send_choice(
+        &self,
+        chat_id: &str,
+        origin: &ChoiceOrigin,
+        context: &str,
+    ) -> Result<SendResult, StoreError> {
+        self.inner.send_choice(chat_id, origin, context).await
+    }
+    async fn record_answer(&self, chat_id: &str, answer: ChoiceAnswer) -> Result<(), StoreError> {
+        self.inner.record_answer(chat_id, answer).await
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{REPLY, TestHost, World, advance, set};
+use common::{LeasingStore, REPLY, TestHost, World, advance, set};
 use ui_core::{Record, Value};
 use ui_host::{
     FnSource, PreparedQuery, QueryPayload, QueryReading, ReadingState, SourceRegistry, ValueSchema,
@@ -433,4 +433,46 @@ async fn a_payload_prepared_by_one_service_is_worked_out_again_by_another() {
     advance(10_000).await;
     let again = a.service.query_prepared(&prepared).await.into_reading();
     assert_eq!(tag(again), Some(Value::from("a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prepared_payload_under_a_lease_asks_the_store_again_only_when_it_ends() {
+    let w = World::new();
+    let block = &w.put_reply("c1", "i1", REPLY)[0];
+    let store = LeasingStore::new(w.store.clone());
+    let service = w.service_over(store.clone());
+    let prepared = PreparedQuery::new(w.payload("c1", "i1", block, "$runs"));
+    let answer = || async { service.query_prepared(&prepared).await.into_reading() };
+    // The first request captures the access (not the store's record: no plan is kept).
+    let first = answer().await;
+    assert_eq!(first.state, ReadingState::Fresh, "{first:?}");
+    // The second finds the store's granted access under the lease: its plan is kept...
+    assert_eq!(answer().await.read_id, first.read_id);
+    let asked = store.asked();
+    // ...so the third asks the store nothing, and still answers as the cache does.
+    assert_eq!(answer().await.read_id, first.read_id);
+    assert_eq!(store.asked(), asked);
+    // `authorize` still runs on every request under a kept plan.
+    set(&w.host.knobs.mode, 3);
+    let denied = answer().await;
+    assert_eq!(denied.state, ReadingState::Refused, "{denied:?}");
+    assert_eq!(denied.code.as_deref(), Some("outside-project"));
+    set(&w.host.knobs.mode, 0);
+    assert_eq!(store.asked(), asked);
+    // Once the lease is withdrawn the store is asked again, and what it says now counts.
+    store.withdraw();
+    assert_eq!(answer().await.read_id, first.read_id);
+    assert!(store.asked() > asked);
+    let mut item = w.store.item_now("c1", "i1");
+    item.streaming = true;
+    w.store.put_item("c1", item);
+    assert_eq!(
+        answer().await.read_id,
+        first.read_id,
+        "the lease still holds"
+    );
+    store.withdraw();
+    let stale = answer().await;
+    assert_eq!(stale.state, ReadingState::Refused);
+    assert_eq!(stale.code.as_deref(), Some("block-stale"));
 }

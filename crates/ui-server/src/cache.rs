@@ -35,7 +35,7 @@ use indexmap::{Equivalent, IndexMap};
 
 use ui_compiler::Block;
 use ui_core::Value;
-use ui_host::{ChatInfo, StoredBlock};
+use ui_host::{ChatInfo, Lease, StoredBlock};
 
 use crate::limits::{
     MAX_CACHED_ACCESS, MAX_CACHED_ACCESS_BYTES, MAX_CACHED_CHATS, MAX_CACHED_ITEM_BYTES,
@@ -138,13 +138,15 @@ impl<K: Hash + Eq, V: Clone> Bounded<K, V> {
     }
 
     /// Drops the entry of `key` and refuses every offer whose ticket is older.
-    pub(crate) fn invalidate<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) {
+    pub(crate) fn invalidate<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Option<V> {
         let mut maps = self.lock();
         maps.generation += 1;
-        if let Some((_, weight)) = maps.young.swap_remove(key) {
+        let young = maps.young.swap_remove(key).map(|(value, weight)| {
             maps.young_weight -= weight;
-        }
-        maps.old.swap_remove(key);
+            value
+        });
+        let old = maps.old.swap_remove(key).map(|(value, _)| value);
+        young.or(old)
     }
 
     /// Entries cached now (tests).
@@ -187,8 +189,8 @@ impl ItemFacts {
         !self.streaming && self.author_chat_id.as_deref() == Some(chat_id)
     }
 
-    /// The block `block_id` with the item's flags, if the item has it.
-    pub(crate) fn block(&self, block_id: &str) -> Option<StoredBlock> {
+    /// The block `block_id` with the item's flags, if the item has it, under `lease`.
+    pub(crate) fn block(&self, block_id: &str, lease: Option<&Lease>) -> Option<StoredBlock> {
         let block = self.blocks.iter().find(|b| b.id == block_id)?;
         Some(StoredBlock {
             assistant: self.assistant,
@@ -196,7 +198,41 @@ impl ItemFacts {
             subagent: self.subagent,
             author_chat_id: self.author_chat_id.clone(),
             block: Arc::clone(block),
+            lease: lease.cloned(),
         })
+    }
+}
+
+/// Settled facts as the cache keeps them, with the lease the store hands out with them
+/// ([`ui_host::Lease`]: the block, the item's granted access and the chat's info stay as
+/// they are). The lease is withdrawn when a write drops the entry
+/// ([`StoreCache::item_written`], [`StoreCache::access_written`]) and, at the latest, when
+/// the entry is gone from the cache (dropped): a lease never outlives its cached facts, so
+/// a write the cache did not see cannot leave one standing.
+#[derive(Debug)]
+pub(crate) struct CachedFacts {
+    pub(crate) facts: ItemFacts,
+    lease: Lease,
+}
+
+impl CachedFacts {
+    /// `facts` under a new lease.
+    pub(crate) fn new(facts: ItemFacts) -> Self {
+        CachedFacts {
+            facts,
+            lease: Lease::new(),
+        }
+    }
+
+    /// The block `block_id` with the item's flags, under the entry's lease.
+    pub(crate) fn block(&self, block_id: &str) -> Option<StoredBlock> {
+        self.facts.block(block_id, Some(&self.lease))
+    }
+}
+
+impl Drop for CachedFacts {
+    fn drop(&mut self) {
+        self.lease.withdraw();
     }
 }
 
@@ -215,9 +251,26 @@ pub(crate) struct StoreCache {
     /// a title of at most 200 characters, the owner and project), so only entries count.
     pub(crate) chats: Bounded<String, Arc<CachedChat>>,
     /// Finished items' facts by [`ItemKey`], weighed by their blocks' stored JSON.
-    pub(crate) items: Bounded<ItemKey, Arc<ItemFacts>>,
+    pub(crate) items: Bounded<ItemKey, Arc<CachedFacts>>,
     /// Granted access by [`ItemKey`], weighed by its stored JSON.
     pub(crate) access: Bounded<ItemKey, Arc<Value>>,
+}
+
+impl StoreCache {
+    /// Drops the cached facts of an item after a write to it (call it right after the
+    /// write commits, inside the blocking call), withdrawing their lease.
+    pub(crate) fn item_written(&self, chat_id: &str, item_id: &str) {
+        if let Some(cached) = self.items.invalidate(&item_key(chat_id, item_id)) {
+            cached.lease.withdraw();
+        }
+    }
+
+    /// Drops the cached access of an item after a write to it, and the item's cached facts
+    /// with their lease, which covers the access too.
+    pub(crate) fn access_written(&self, chat_id: &str, item_id: &str) {
+        self.access.invalidate(&item_key(chat_id, item_id));
+        self.item_written(chat_id, item_id);
+    }
 }
 
 impl Default for StoreCache {
@@ -345,13 +398,7 @@ mod tests {
             },
             info: Arc::default(),
         });
-        let facts = Arc::new(ItemFacts {
-            assistant: true,
-            streaming: false,
-            subagent: false,
-            author_chat_id: None,
-            blocks: Vec::new(),
-        });
+        let facts = Arc::new(CachedFacts::new(settled_facts()));
         for i in 0..MAX_CACHED_CHATS + 10 {
             assert!(
                 cache
@@ -402,6 +449,87 @@ mod tests {
             .map(|e| e.1)
             .sum();
         assert!(weight <= MAX_CACHED_ACCESS_BYTES, "{weight}");
+    }
+
+    /// The facts of a finished item of `c` with one block `b`.
+    fn settled_facts() -> ItemFacts {
+        let options = ui_compiler::CompileOptions {
+            is_final: true,
+            ..Default::default()
+        };
+        let blocks = ui_compiler::compile_reply("```ui\n<Summary>x</Summary>\n```\n", &options);
+        ItemFacts {
+            assistant: true,
+            streaming: false,
+            subagent: false,
+            author_chat_id: Some("c".into()),
+            blocks: blocks.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    #[test]
+    fn cached_facts_are_handed_out_under_a_lease_their_writes_withdraw() {
+        let cache = StoreCache::default();
+        let offer = |item: &str| {
+            let cached = Arc::new(CachedFacts::new(settled_facts()));
+            let block_id = cached.facts.blocks[0].id.clone();
+            let key = item_key("c", item).to_key();
+            assert!(cache.items.offer(cache.items.ticket(), key, cached, 1));
+            let cached = cache.items.get(&item_key("c", item)).expect("cached");
+            cached.block(&block_id).expect("the block")
+        };
+        // Every copy of an entry's facts carries the entry's one lease.
+        let first = offer("i1");
+        let lease = first.lease.clone().expect("a lease");
+        assert!(lease.holds());
+        let again = offer("i1");
+        assert_ne!(first.lease, again.lease, "a new entry, a new lease");
+        assert!(
+            !lease.holds(),
+            "the entry it replaced is gone, and its lease with it"
+        );
+        let lease = again.lease.expect("a lease");
+        // A write to the item withdraws it, even while someone holds the facts.
+        let held = cache.items.get(&item_key("c", "i1")).expect("cached");
+        cache.item_written("c", "i1");
+        assert!(!lease.holds());
+        drop(held);
+        // A write to the item's access withdraws the item's lease too.
+        let lease = offer("i2").lease.expect("a lease");
+        cache.access_written("c", "i2");
+        assert!(!lease.holds());
+        assert!(cache.items.get(&item_key("c", "i2")).is_none());
+        // Facts not cached carry no lease.
+        let block_id = settled_facts().blocks[0].id.clone();
+        assert_eq!(
+            settled_facts()
+                .block(&block_id, None)
+                .expect("a block")
+                .lease,
+            None
+        );
+    }
+
+    #[test]
+    fn a_lease_ends_when_its_entry_leaves_the_cache() {
+        let items: Bounded<ItemKey, Arc<CachedFacts>> = Bounded::new(2, usize::MAX);
+        let t = items.ticket();
+        let cached = Arc::new(CachedFacts::new(settled_facts()));
+        let block_id = cached.facts.blocks[0].id.clone();
+        let lease = cached
+            .block(&block_id)
+            .expect("a block")
+            .lease
+            .expect("a lease");
+        assert!(items.offer(t, item_key("c", "old").to_key(), cached, 1));
+        assert!(lease.holds());
+        // Two younger entries turn the halves over twice: the first entry is dropped.
+        for item in ["a", "b", "d", "e"] {
+            let key = item_key("c", item).to_key();
+            assert!(items.offer(t, key, Arc::new(CachedFacts::new(settled_facts())), 1));
+        }
+        assert!(items.get(&item_key("c", "old")).is_none());
+        assert!(!lease.holds());
     }
 
     #[test]

@@ -28,7 +28,7 @@ use ui_host::{
 };
 use ui_sync::{Audience, ChangeDraft, Cursor, RequestSource, SyncService};
 
-use crate::cache::{CachedChat, ItemFacts, ItemRef, StoreCache, item_key};
+use crate::cache::{CachedChat, CachedFacts, ItemFacts, ItemRef, StoreCache, item_key};
 use crate::config::ChatLimits;
 use crate::db::{Db, DbError, DbResult, Migration};
 use crate::error::{ApiError, ErrorCode};
@@ -835,7 +835,7 @@ impl ChatStore {
     /// Drops the cached facts of the item `item_id` of `chat_id` (call it right after a
     /// write to the item commits, inside the blocking call).
     fn item_written(cache: &StoreCache, chat_id: &str, item_id: &str) {
-        cache.items.invalidate(&item_key(chat_id, item_id));
+        cache.item_written(chat_id, item_id);
     }
 
     /// Creates a chat owned by `owner` in `project`.
@@ -1218,8 +1218,8 @@ impl ChatStore {
         block_id: &str,
     ) -> DbResult<Option<StoredBlock>> {
         let key = item_key(chat_id, item_id);
-        if let Some(facts) = self.cache.items.get(&key) {
-            return Ok(facts.block(block_id));
+        if let Some(cached) = self.cache.items.get(&key) {
+            return Ok(cached.block(block_id));
         }
         // Boxed (see `chat`).
         Box::pin(self.stored_block_uncached(key, chat_id, item_id, block_id)).await
@@ -1260,13 +1260,16 @@ impl ChatStore {
         let Some((facts, weight)) = facts else {
             return Ok(None);
         };
-        let stored = facts.block(block_id);
-        if facts.settled(chat_id) {
-            self.cache
-                .items
-                .offer(item_ticket, key.to_key(), Arc::new(facts), weight);
+        if !facts.settled(chat_id) {
+            return Ok(facts.block(block_id, None));
         }
-        Ok(stored)
+        // Settled: cached, and handed out under the entry's lease (withdrawn at once if
+        // the offer is refused and this was the entry's last holder).
+        let cached = Arc::new(CachedFacts::new(facts));
+        self.cache
+            .items
+            .offer(item_ticket, key.to_key(), Arc::clone(&cached), weight);
+        Ok(cached.block(block_id))
     }
 
     /// A granted access from the database, then cached (`UiStore::access` on a miss; `key`
@@ -1466,7 +1469,7 @@ impl UiStore for ChatStore {
                 )
                 .and_then(|mut s| s.execute(params![c, i, text]));
             // Dropped even when the write failed: what it left is unknown.
-            cache.access.invalidate(&item_key(&c, &i));
+            cache.access_written(&c, &i);
             written?;
             Ok(())
         })

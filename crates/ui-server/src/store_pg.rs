@@ -26,7 +26,7 @@ use super::{
 const KEEP_READING_PG: &str = "INSERT INTO ui_readings (read_id, chat_id, key, reading, kept_at) \
      SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM ui_chats WHERE id = $2) \
      ON CONFLICT (read_id) DO NOTHING";
-use crate::cache::{ItemFacts, StoreCache, item_key};
+use crate::cache::{ItemFacts, StoreCache};
 use crate::db::{DbError, DbResult, Migration};
 use crate::pg::PgDb;
 
@@ -772,7 +772,7 @@ impl ChatStore {
                     )
                     .await;
                 // Dropped even when the write failed: what it left is unknown.
-                cache.access.invalidate(&item_key(&c, &i));
+                cache.access_written(&c, &i);
                 written?;
                 conn.release();
                 Ok(())
@@ -939,7 +939,7 @@ impl ChatStore {
 }
 
 fn invalidate_item(cache: &StoreCache, chat_id: &str, item_id: &str) {
-    cache.items.invalidate(&item_key(chat_id, item_id));
+    cache.item_written(chat_id, item_id);
 }
 
 async fn pg_access(

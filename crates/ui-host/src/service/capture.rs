@@ -59,19 +59,20 @@ impl UiQueries {
     /// `uiQueries.authorChatId`): an item this chat authored whose access
     /// is granted answers that access without a capture task (§4.2 step 2). Granted access
     /// is final for the chat and item — a capture in flight stores it last — so this is
-    /// the outcome joining would give; anything else takes the full path.
+    /// the outcome joining would give; anything else takes the full path. With whether the
+    /// access is the store's granted record (as opposed to one the full path gave).
     pub(super) async fn access_of(
         self: &Arc<Self>,
         author_chat_id: Option<&str>,
         chat_id: &str,
         item_id: &str,
-    ) -> Option<Arc<Value>> {
+    ) -> Option<(Arc<Value>, bool)> {
         if author_chat_id == Some(chat_id)
             && let AccessRecord::Granted(access) = self.store.access(chat_id, item_id).await
         {
-            return Some(access);
+            return Some((access, true));
         }
-        self.access(chat_id, item_id).await
+        Some((self.access(chat_id, item_id).await?, false))
     }
 
     /// §4.2 steps 2–3 (the leader of a capture).

@@ -3,7 +3,7 @@
 //! (cache, in-flight join, attempt windows, slots; `sync.md` §8.4–§8.5 for feed sources).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +20,7 @@ use crate::clock::BudgetClock;
 use crate::payload::QueryPayload;
 use crate::reading::{CachedReading, HostError, QueryAnswer, QueryReading, ReadingSync};
 use crate::source::{ChatInfo, ReadRequest, UiSource};
-use crate::store::KeptReading;
+use crate::store::{KeptReading, Lease};
 
 /// What serving a `ui.query` gives before its reason is cut: a reading made for the
 /// request, or a cached reading as is.
@@ -63,6 +63,25 @@ struct ReadPlan {
     access: Arc<Value>,
     args: Structural<Record>,
     feed: Option<Arc<Feed>>,
+}
+
+/// What §6.1 admitted a request with, before its own `authorize`.
+struct Admitted {
+    source_name: Arc<str>,
+    source: Arc<dyn UiSource>,
+    info: Arc<ChatInfo>,
+    access: Arc<Value>,
+    args: Structural<Record>,
+    /// The store's lease on the block, the access and the chat's info, when all three came
+    /// under it.
+    lease: Option<Lease>,
+}
+
+/// A request's plan: kept from an earlier request of the same prepared payload, or
+/// admitted now.
+enum Planned {
+    Kept(Arc<ReadPlan>),
+    Admitted(Box<Admitted>),
 }
 
 /// How many feeds the service remembers ([`UiQueries::feed_of`]); when full it forgets
@@ -128,6 +147,28 @@ struct Derived {
     id_digest: u64,
     /// The parsed arguments, with the [`UiQueries::instance`] that parsed them.
     args: OnceLock<(u64, Structural<Record>)>,
+    /// The plan of the last request admitted under a store's lease ([`Derived::keep`]).
+    plan: Mutex<Option<KeptPlan>>,
+}
+
+/// A plan kept under a store's lease, for the service that made it.
+struct KeptPlan {
+    instance: u64,
+    /// Whether the service had its change index when it made the plan (a plan made
+    /// before has no feed).
+    indexed: bool,
+    lease: Lease,
+    plan: Arc<ReadPlan>,
+}
+
+impl std::fmt::Debug for KeptPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptPlan")
+            .field("instance", &self.instance)
+            .field("indexed", &self.indexed)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Derived {
@@ -135,7 +176,26 @@ impl Derived {
         Derived {
             id_digest: QueryIdRef::of(p).digest(),
             args: OnceLock::new(),
+            plan: Mutex::new(None),
         }
+    }
+
+    /// The plan kept for `instance` while its lease holds.
+    fn planned(&self, instance: u64, indexed: bool) -> Option<Planned> {
+        let kept = lock(&self.plan);
+        let kept = kept.as_ref()?;
+        (kept.instance == instance && kept.indexed == indexed && kept.lease.holds())
+            .then(|| Planned::Kept(Arc::clone(&kept.plan)))
+    }
+
+    /// Keeps `plan`, made by `instance` under `lease`, for the next request.
+    fn keep(&self, instance: u64, indexed: bool, lease: Lease, plan: &Arc<ReadPlan>) {
+        *lock(&self.plan) = Some(KeptPlan {
+            instance,
+            indexed,
+            lease,
+            plan: Arc::clone(plan),
+        });
     }
 }
 
@@ -179,64 +239,26 @@ impl UiQueries {
 
     /// [`UiQueries::query_answer`] before its reason is cut to the configured limit.
     async fn query_uncut(self: &Arc<Self>, p: &QueryPayload, derived: &Derived) -> Served {
-        let refusal = |code: Option<HostCode>, reason: &str| {
-            QueryReading::refused(self.clock.now_ms(), code.map(HostCode::as_str), reason)
-        };
-        let refused = |code: Option<HostCode>, reason: &str| Served::from(refusal(code, reason));
-        let Some(stored) = self
-            .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
-            .await
-        else {
-            return refused(
-                Some(HostCode::BlockStale),
-                "The block changed or is not final.",
-            );
-        };
-        let block = &stored.block;
-        let Some(query) = block
-            .queries
-            .get(&p.query)
-            .filter(|_| block.queries.len() as u64 <= self.ui_host_limits.queries())
-        else {
-            return refused(
-                Some(HostCode::QueryUndeclared),
-                "The block does not declare this query.",
-            );
-        };
-        let Some((source_name, source)) = self.host.sources().named(&query.source) else {
-            return refused(
-                Some(HostCode::SourceUnregistered),
-                "The query's source is not registered.",
-            );
-        };
-        let source = Arc::clone(source);
-        let args = match derived.args.get() {
-            Some((instance, args)) if *instance == self.instance => args.clone(),
-            _ => match self.arguments(block, &p.query, &p.values, &*source) {
-                Ok(args) => {
-                    // Kept once: a payload another service prepared keeps that one's.
-                    derived.args.get_or_init(|| (self.instance, args.clone()));
-                    args
-                }
-                Err(reason) => return refused(None, &reason),
+        let indexed = self.changes.get().is_some();
+        let plan = match derived.planned(self.instance, indexed) {
+            Some(plan) => plan,
+            None => match self.admit_request(p, derived).await {
+                Ok(admitted) => admitted,
+                Err(refused) => return refused,
             },
         };
-        let Some(access) = self
-            .access_of(stored.author_chat_id.as_deref(), &p.chat_id, &p.item_id)
-            .await
-        else {
-            return refused(
-                Some(HostCode::AccessUnavailable),
-                "The writing chat's access is not available.",
-            );
-        };
-        let Some(info) = self.store.chat_info(&p.chat_id).await else {
-            return refused(Some(HostCode::BlockStale), "The chat is gone.");
+        let (info, access, args) = match &plan {
+            Planned::Kept(plan) => (&plan.info, &plan.access, &plan.args),
+            Planned::Admitted(a) => (&a.info, &a.access, &a.args),
         };
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
+        let source = match &plan {
+            Planned::Kept(plan) => &plan.source,
+            Planned::Admitted(a) => &a.source,
+        };
         let Some(authorized) = self
-            .within_timeout(source.authorize(&info, &access, args.value()))
+            .within_timeout(source.authorize(info, access, args.value()))
             .await
         else {
             return QueryReading::failed(
@@ -247,22 +269,110 @@ impl UiQueries {
             .into();
         };
         if let Err(e) = authorized {
-            return refusal(None, "").with_host_error(&e).into();
+            return QueryReading::refused(self.clock.now_ms(), None, "")
+                .with_host_error(&e)
+                .into();
         }
-        let share = ShareKey::shared(source_name, &args, &access);
-        let feed = source
-            .changes()
-            .zip(self.changes.get())
-            .and_then(|(changes, index)| self.feed_of(&share, changes, &**index));
-        let plan = ReadPlan {
-            share,
+        let plan = match plan {
+            Planned::Kept(plan) => plan,
+            Planned::Admitted(a) => {
+                let share = ShareKey::shared(&a.source_name, &a.args, &a.access);
+                let feed = a
+                    .source
+                    .changes()
+                    .zip(self.changes.get())
+                    .and_then(|(changes, index)| self.feed_of(&share, changes, &**index));
+                let plan = Arc::new(ReadPlan {
+                    share,
+                    source: a.source,
+                    info: a.info,
+                    access: a.access,
+                    args: a.args,
+                    feed,
+                });
+                if let Some(lease) = a.lease {
+                    derived.keep(self.instance, indexed, lease, &plan);
+                }
+                plan
+            }
+        };
+        self.serve(p, derived.id_digest, &plan).await
+    }
+
+    /// §6.1: the stored block, the declared query and its source, the arguments, the
+    /// writing chat's access and the chat's info, or the refusal. With the store's lease
+    /// when every fact came under it ([`StoredBlock::lease`](crate::StoredBlock::lease)).
+    async fn admit_request(
+        self: &Arc<Self>,
+        p: &QueryPayload,
+        derived: &Derived,
+    ) -> Result<Planned, Served> {
+        let refused = |code: Option<HostCode>, reason: &str| {
+            Served::from(QueryReading::refused(
+                self.clock.now_ms(),
+                code.map(HostCode::as_str),
+                reason,
+            ))
+        };
+        let Some(stored) = self
+            .admitted_block(&p.chat_id, &p.item_id, &p.block_id, &p.revision)
+            .await
+        else {
+            return Err(refused(
+                Some(HostCode::BlockStale),
+                "The block changed or is not final.",
+            ));
+        };
+        let block = &stored.block;
+        let Some(query) = block
+            .queries
+            .get(&p.query)
+            .filter(|_| block.queries.len() as u64 <= self.ui_host_limits.queries())
+        else {
+            return Err(refused(
+                Some(HostCode::QueryUndeclared),
+                "The block does not declare this query.",
+            ));
+        };
+        let Some((source_name, source)) = self.host.sources().named(&query.source) else {
+            return Err(refused(
+                Some(HostCode::SourceUnregistered),
+                "The query's source is not registered.",
+            ));
+        };
+        let source = Arc::clone(source);
+        let args = match derived.args.get() {
+            Some((instance, args)) if *instance == self.instance => args.clone(),
+            _ => match self.arguments(block, &p.query, &p.values, &*source) {
+                Ok(args) => {
+                    // Kept once: a payload another service prepared keeps that one's.
+                    derived.args.get_or_init(|| (self.instance, args.clone()));
+                    args
+                }
+                Err(reason) => return Err(refused(None, &reason)),
+            },
+        };
+        let Some((access, stored_access)) = self
+            .access_of(stored.author_chat_id.as_deref(), &p.chat_id, &p.item_id)
+            .await
+        else {
+            return Err(refused(
+                Some(HostCode::AccessUnavailable),
+                "The writing chat's access is not available.",
+            ));
+        };
+        let Some(info) = self.store.chat_info(&p.chat_id).await else {
+            return Err(refused(Some(HostCode::BlockStale), "The chat is gone."));
+        };
+        Ok(Planned::Admitted(Box::new(Admitted {
+            source_name: Arc::clone(source_name),
             source,
             info,
             access,
             args,
-            feed,
-        };
-        self.serve(p, derived.id_digest, plan).await
+            // An access captured now (not the store's record) is not under the lease.
+            lease: stored.lease.filter(|_| stored_access),
+        })))
     }
 
     /// The feed of a reading of `share`'s source with its arguments and access: the
@@ -328,7 +438,7 @@ impl UiQueries {
     }
 
     /// §6.2 steps 9–18, amended by `sync.md` §8.4–§8.5 for a source with a change feed.
-    async fn serve(self: &Arc<Self>, p: &QueryPayload, id_digest: u64, plan: ReadPlan) -> Served {
+    async fn serve(self: &Arc<Self>, p: &QueryPayload, id_digest: u64, plan: &ReadPlan) -> Served {
         let ReadPlan {
             share,
             source,
@@ -368,13 +478,13 @@ impl UiQueries {
         let mut rounds = 0;
         loop {
             rounds += 1;
-            let rel = match (&feed, self.changes.get()) {
+            let rel = match (feed, self.changes.get()) {
                 (Some(f), Some(index)) => index.relevant(&f.scope).max(seen.unwrap_or(0)),
                 _ => 0,
             };
             let admit = self.admit(
                 p,
-                (&key, &identity, &share),
+                (&key, &identity, share),
                 feed.as_ref(),
                 rel,
                 seen.is_some(),
@@ -421,9 +531,9 @@ impl UiQueries {
                     let started = decision.started;
                     let kept = (p.chat_id.clone(), reading_key_text(p, args.value()));
                     let request = ReadRequest {
-                        info,
+                        info: Arc::clone(info),
                         args: Arc::unwrap_or_clone(Arc::clone(args.value())),
-                        access,
+                        access: Arc::clone(access),
                         cancel: CancellationToken::new(),
                     };
                     let chat_id = p.chat_id.clone();
@@ -447,6 +557,7 @@ impl UiQueries {
                             this.table.lock().inflight.swap_remove(&key);
                         }
                     });
+                    let (share, source) = (share.clone(), Arc::clone(source));
                     tokio::spawn(async move {
                         let mut reading = this.drive(share, source, request, decision).await;
                         reading.sync = sync;

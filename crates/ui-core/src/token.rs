@@ -10,6 +10,7 @@ pub struct Token(pub [u8; 16]);
 
 impl Token {
     /// The 32 hex characters.
+    #[inline]
     pub fn to_hex(&self) -> String {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = String::with_capacity(32);
@@ -21,6 +22,7 @@ impl Token {
     }
 
     /// Parses 32 hex characters, either case.
+    #[inline]
     pub fn from_hex(s: &str) -> Option<Token> {
         let digits: &[u8; 32] = s.as_bytes().try_into().ok()?;
         let mut out = [0u8; 16];

@@ -104,8 +104,12 @@ pub(super) struct Feed {
 ///
 /// The arguments are a function of the payload: a revision names one block content, whose
 /// query names one source of the service's fixed registry (as for the service's own
-/// argument memo). They are remembered for the service that worked them out, and worked
-/// out again by any other.
+/// argument memo). When the store admitted the request under a [`Lease`] (the block, the
+/// item's granted access and the chat's info), the whole plan of the read is kept too
+/// (arguments, access, chat info, the shared read's key and feed), and the next request
+/// asks the store nothing while the lease holds; the source's `authorize` runs on every
+/// request. What is kept is for the service that worked it out; any other service works it
+/// out again.
 ///
 /// ```
 /// # use ui_host::{PreparedQuery, QueryPayload};
@@ -145,7 +149,7 @@ impl PreparedQuery {
 struct Derived {
     /// [`QueryIdRef::of`]'s digest of the payload.
     id_digest: u64,
-    /// The parsed arguments, with the [`UiQueries::instance`] that parsed them.
+    /// The parsed arguments, with the number of the service that parsed them.
     args: OnceLock<(u64, Structural<Record>)>,
     /// The plan of the last request admitted under a store's lease ([`Derived::keep`]).
     plan: Mutex<Option<KeptPlan>>,
@@ -247,16 +251,12 @@ impl UiQueries {
                 Err(refused) => return refused,
             },
         };
-        let (info, access, args) = match &plan {
-            Planned::Kept(plan) => (&plan.info, &plan.access, &plan.args),
-            Planned::Admitted(a) => (&a.info, &a.access, &a.args),
+        let (source, info, access, args) = match &plan {
+            Planned::Kept(plan) => (&plan.source, &plan.info, &plan.access, &plan.args),
+            Planned::Admitted(a) => (&a.source, &a.info, &a.access, &a.args),
         };
         // Each request's own `authorize`, bounded by the read timeout: a hanging one fails
         // only its own request (`timed-out`), never the others sharing its source read.
-        let source = match &plan {
-            Planned::Kept(plan) => &plan.source,
-            Planned::Admitted(a) => &a.source,
-        };
         let Some(authorized) = self
             .within_timeout(source.authorize(info, access, args.value()))
             .await

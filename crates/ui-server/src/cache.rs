@@ -25,6 +25,11 @@
 //!   its id, so a request that names another person's item under its own chat finds
 //!   nothing, exactly as the database query `WHERE chat_id = ? AND id = ?` would.
 //!
+//! A cached item's facts come with a [`ui_host::Lease`] ([`CachedFacts`]): the host service
+//! keeps what it derived from them (a prepared `ui.query`'s read plan) while it holds. The
+//! lease is withdrawn with the entry: on every write that drops it (to the item, or to its
+//! access, which the lease covers too) and when the entry leaves the cache.
+//!
 //! Nothing here decides who may read what: the owner check of the wire gate and the
 //! host's `authorize` run on every request, with the cached facts as their input.
 
@@ -207,8 +212,8 @@ impl ItemFacts {
 /// ([`ui_host::Lease`]: the block, the item's granted access and the chat's info stay as
 /// they are). The lease is withdrawn when a write drops the entry
 /// ([`StoreCache::item_written`], [`StoreCache::access_written`]) and, at the latest, when
-/// the entry is gone from the cache (dropped): a lease never outlives its cached facts, so
-/// a write the cache did not see cannot leave one standing.
+/// the entry is gone from the cache (dropped): a lease stands no longer than the cached
+/// facts it came with, which the module's rules keep true.
 #[derive(Debug)]
 pub(crate) struct CachedFacts {
     pub(crate) facts: ItemFacts,

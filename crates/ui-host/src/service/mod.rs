@@ -3,7 +3,8 @@
 //! lookups of §6.1 step 1):
 //!
 //! - `capture`: the writing chat's access (§4) and `observe`;
-//! - `query`: `ui.query` (§6): admission, the argument memo, serving under the table lock;
+//! - `query`: `ui.query` (§6): admission, the argument memo, prepared payloads and the
+//!   plans they keep under a store's lease, serving under the table lock;
 //! - `read`: one read on its own task, shared by identical reads (`sync.md` §8.2);
 //! - `key`: the typed keys of the admission table and of the source-read map;
 //! - `choice`: issued query values (§12.2) and `chat.uiChoice` (§12.1);
@@ -78,8 +79,8 @@ pub struct UiQueries {
     source_reads: SourceReads,
     /// `ui.query` requests answered from the cache ([`ServiceStats::cache_hits`]).
     cache_hits: AtomicU64,
-    /// This service among the process's services: a [`PreparedQuery`] remembers the
-    /// arguments one service parsed, for that service only.
+    /// This service among the process's services: a [`PreparedQuery`] keeps what one
+    /// service worked out (its arguments, its read plan) for that service only.
     instance: u64,
 }
 

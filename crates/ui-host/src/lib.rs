@@ -20,8 +20,12 @@
 //!   when it was cached, so a cache hit serializes nothing. A host that meets the same
 //!   payload again and again keeps it as a [`PreparedQuery`] and answers with
 //!   [`UiQueries::query_prepared`]: what the payload alone determines (the query's digest,
-//!   its parsed arguments) is worked out once.
-//! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory.
+//!   its parsed arguments) is worked out once, and while the store's [`Lease`] on the facts
+//!   it was admitted with holds, the plan of its read is kept too (`authorize` still runs
+//!   on every request).
+//! - It talks to chats only through a [`UiStore`]; [`MemoryStore`] keeps them in memory. A
+//!   store whose facts settle may hand out a [`Lease`] with a block
+//!   ([`StoredBlock::lease`]) and withdraw it when they change.
 //!   Every write returns a [`StoreError`] when it did not happen: a capture or a choice
 //!   then fails (`internal`, or `refused-choice` for a full chat), a freeze retries.
 //! - [`UiQueries::configured`] takes every limit group ([`ServiceLimits`]); every budget

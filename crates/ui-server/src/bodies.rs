@@ -13,9 +13,11 @@
 //! picks one of [`SLOTS`] slots, which holds the last body that fell there; a miss decodes
 //! as [`crate::extract`] does and takes the slot. Only bodies up to [`MAX_BODY`] bytes are
 //! kept, so a thread holds at most [`SLOTS`] bodies of at most 4 KiB each (256 KiB), each
-//! with its payload. A body that fails to decode is never kept: its error is made again
-//! each time. A fixed hash seed lets a client choose bodies that share a slot; all that
-//! buys it is decoding as if nothing were remembered.
+//! with its payload and what the host service keeps with it (its arguments, and under the
+//! store's lease the plan of its read, which shares the chat's info, the access and the
+//! feed with the service's own maps). A body that fails to decode is never kept: its error
+//! is made again each time. A fixed hash seed lets a client choose bodies that share a
+//! slot; all that buys it is decoding as if nothing were remembered.
 
 use std::cell::RefCell;
 use std::hash::BuildHasher as _;

@@ -14,7 +14,7 @@ use ui_core::{FrozenClock, Record, Value};
 use ui_host::{
     AccessRecord, ChatInfo, ChoiceAnswer, ChoiceOrigin, FnSource, HostError, Lease, LinkResolver,
     MemoryStore, QueryPayload, SendResult, SourceRegistry, StoreError, StoredBlock, StoredItem,
-    TokioClock, UiHost, UiQueries, UiQueryState, UiRefusal, UiStore, block_revision,
+    TokioClock, UiHost, UiQueries, UiQueryState, UiRefusal, UiStore, ValueSchema, block_revision,
 };
 use ui_links::LinkTarget;
 
@@ -567,6 +567,15 @@ pub fn choice(block: &(String, String), choice_id: &str) -> ui_host::ChoicePaylo
         choice_id: choice_id.to_owned(),
         values: ui_core::Record::default(),
         reads: indexmap::IndexMap::new(),
+    }
+}
+
+/// A schema that parses every value as itself.
+pub struct Anything;
+
+impl ValueSchema for Anything {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        Ok(value.clone())
     }
 }
 

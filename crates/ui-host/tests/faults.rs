@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{
-    Faults, FaultyStore, REPLY, World, advance, choice, compile_final, link, payload_for,
+    Anything, Faults, FaultyStore, REPLY, World, advance, choice, compile_final, link, payload_for,
     put_blocks, set, settle, simple_service,
 };
 use indexmap::IndexMap;
@@ -117,15 +117,6 @@ async fn a_link_that_never_resolves_is_plain_timed_out_at_the_read_timeout() {
         w.service.link(&link(&block, &files[1])).await.state,
         LinkState::Chip
     );
-}
-
-/// Parses every value as itself.
-struct Anything;
-
-impl ValueSchema for Anything {
-    fn parse(&self, value: &Value) -> Result<Value, String> {
-        Ok(value.clone())
-    }
 }
 
 /// A result schema with a bug: it panics on every value.

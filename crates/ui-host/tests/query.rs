@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{LeasingStore, REPLY, TestHost, World, advance, set};
+use common::{Anything, LeasingStore, REPLY, TestHost, World, advance, set};
 use ui_core::{Record, Value};
 use ui_host::{
     FnSource, PreparedQuery, QueryPayload, QueryReading, ReadingState, SourceRegistry, ValueSchema,
@@ -345,26 +345,25 @@ impl ValueSchema for Tagging {
     }
 }
 
-/// A schema that passes every value as it is.
-struct Pass;
-
-impl ValueSchema for Pass {
-    fn parse(&self, value: &Value) -> Result<Value, String> {
-        Ok(value.clone())
-    }
-}
-
 /// A world whose `ci.runs` parses its arguments with `Tagging(tag)` and answers them.
 fn tagging_world(tag: &'static str) -> World {
     let mut host = TestHost::build(true);
     host.sources = SourceRegistry::new();
     host.sources.register(
         "ci.runs",
-        FnSource::new(Tagging(tag), Pass, |request| async move {
+        FnSource::new(Tagging(tag), Anything, |request| async move {
             Ok(Value::record(request.args))
         }),
     );
     World::with_host(Arc::new(host))
+}
+
+/// The reading `w`'s service answers for `p` freshly prepared.
+async fn prepared_reading(w: &World, p: &QueryPayload) -> QueryReading {
+    w.service
+        .query_prepared(&PreparedQuery::new(p.clone()))
+        .await
+        .into_reading()
 }
 
 #[tokio::test(start_paused = true)]
@@ -390,11 +389,7 @@ async fn a_prepared_payload_answers_as_the_payload_does() {
     advance(1_000).await;
     let mut dev = p.clone();
     dev.values = record(r#"{"$branch":"dev"}"#);
-    let dev_prepared = w
-        .service
-        .query_prepared(&PreparedQuery::new(dev.clone()))
-        .await
-        .into_reading();
+    let dev_prepared = prepared_reading(&w, &dev).await;
     assert_eq!(dev_prepared.state, ReadingState::Fresh);
     assert_ne!(dev_prepared.read_id, first.read_id);
     assert_eq!(w.service.query(&dev).await.read_id, dev_prepared.read_id);
@@ -405,11 +400,7 @@ async fn a_prepared_payload_answers_as_the_payload_does() {
     ] {
         let mut bad = p.clone();
         change(&mut bad);
-        let refused = w
-            .service
-            .query_prepared(&PreparedQuery::new(bad.clone()))
-            .await
-            .into_reading();
+        let refused = prepared_reading(&w, &bad).await;
         assert_eq!(refused.state, ReadingState::Refused);
         assert_eq!(refused.code, w.service.query(&bad).await.code);
     }

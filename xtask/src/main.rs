@@ -29,6 +29,7 @@
 //! non-zero exit code.
 
 mod machine;
+mod wasm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -41,8 +42,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root, &args[1..]),
         Some("mcp-inspector") => mcp_inspector_test(&root),
+        Some("wasm") => wasm::build(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci | bench [criterion args] | mcp-inspector>");
+            eprintln!("usage: cargo xtask <ci | bench [criterion args] | mcp-inspector | wasm>");
             return ExitCode::from(2);
         }
     };

@@ -21,15 +21,8 @@
 //! on Unix nix, for the safe `poll(2)` with which the driver watches its input before it
 //! sleeps ([`driver::input`]; the workspace forbids `unsafe`, and nix is in the lock file
 //! already, for the benches).
-//! With the default `speedups` feature, sonic-rs writes the driver's answers: its serializer
-//! finds the bytes to escape with SIMD compares and writes into the buffer directly, where
-//! serde_json goes byte by byte through `io::Write`. The driver's answers are mostly strings
-//! (ids, props, every node's fallback), so this took 12% of the instructions off a `compile`
-//! of the `stats100` benchmark and 30% off a `stream` of `streaming.txt`. A `compile`
-//! answer's blocks and nodes are written by hand on top of it (every key a ready-made run of
-//! bytes, sonic-rs escaping the strings): a fifth of the instructions more off the
-//! `stats100` compile. The bytes are serde_json's, property-tested in the driver's
-//! `speedups` module and compared over the whole corpus.
+//! The driver's protocol is ui-driver's ([`ui_driver`]), whose default-on `speedups`
+//! feature (sonic-rs, a hand writer of blocks) this crate's `speedups` feature turns on.
 //! The binary (not this library) allocates with mimalloc: the compiler builds many small
 //! strings, maps and vectors, glibc's malloc and free took about a third of its
 //! instructions in profiles, and with mimalloc the compile benchmarks run 10–35% faster

@@ -7,7 +7,10 @@
 //! per-section summary is a snapshot so drift shows in review. The same requests sent as
 //! lines through `driver::run` (the process's own loop: one line buffer, one write per
 //! answer) answer with exactly the bytes `serde_json` writes for `driver::handle`'s
-//! answers.
+//! answers, and so does `@uiblocks/core`'s `bin/driver.mjs` (the WebAssembly build, in
+//! Node.js) when `cargo xtask wasm` has built it: byte for byte, so the corpus passes
+//! through both drivers alike. `UI_CORE_DRIVER_REQUIRED=1` (CI) makes a missing build or
+//! a missing `node` a failure instead of a skip.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -184,10 +187,90 @@ fn corpus_matches_the_reference() {
         );
     }
     assert_eq!(piped.lines().count(), lines.lines().count());
+    compare_core_driver(&lines, &answers);
     assert!(
         failures.is_empty(),
         "{} sections differ from the reference:\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// How long the WebAssembly driver may take over the whole corpus.
+const CORE_DRIVER_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Sends `lines` through `node packages/core/bin/driver.mjs` and holds its answers to
+/// `answers` (the Rust driver's), line by line and byte for byte.
+fn compare_core_driver(lines: &str, answers: &str) {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = root.join("packages/core/bin/driver.mjs");
+    let built = root
+        .join("packages/core/wasm/uiblocks_core_bg.wasm")
+        .exists();
+    let required = std::env::var("UI_CORE_DRIVER_REQUIRED").is_ok_and(|v| v == "1");
+    let child = if built {
+        Command::new("node")
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .ok()
+    } else {
+        None
+    };
+    let Some(mut child) = child else {
+        assert!(
+            !required,
+            "UI_CORE_DRIVER_REQUIRED: `node {}` cannot run (build it with `cargo xtask wasm`)",
+            script.display()
+        );
+        eprintln!("skipping the @uiblocks/core driver: not built, or no node");
+        return;
+    };
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = lines.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).map(|_| out)
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the driver's status") {
+            break status;
+        }
+        if started.elapsed() > CORE_DRIVER_LIMIT {
+            child.kill().expect("the driver stops");
+            panic!("the @uiblocks/core driver took over {CORE_DRIVER_LIMIT:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    writer
+        .join()
+        .expect("the writer")
+        .expect("the requests are written");
+    let out = reader
+        .join()
+        .expect("the reader")
+        .expect("the answers are read");
+    assert!(
+        status.success(),
+        "the @uiblocks/core driver failed: {status}"
+    );
+    for (i, (theirs, (ours, request))) in out
+        .lines()
+        .zip(answers.lines().zip(lines.lines()))
+        .enumerate()
+    {
+        assert_eq!(
+            theirs, ours,
+            "line {i}: @uiblocks/core's driver and uiblocks driver differ on {request}"
+        );
+    }
+    assert_eq!(out.lines().count(), answers.lines().count());
 }

@@ -61,6 +61,7 @@ mod fallback;
 mod fence;
 mod inputs;
 pub mod lint;
+mod schema;
 mod speedups;
 mod state;
 mod stream;
@@ -79,6 +80,7 @@ pub use inputs::{input_names, input_values};
 pub use lint::{
     Lint, LintCode, LintFix, LintOptions, QueryFields, lint_block, query_declarations, suggest_name,
 };
+pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
 pub use state::{Listener, Subscription, UiState};
 pub use stream::{Preview, UiStream};
 pub use ui_core::{View, ViewAction, ViewBinding, ViewNode};

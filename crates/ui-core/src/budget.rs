@@ -6,7 +6,11 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
 use std::time::Instant;
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+use web_time::Instant;
 
 use crate::code::Code;
 use crate::diag::Failure;
@@ -41,7 +45,9 @@ impl Clock for FrozenClock {
     }
 }
 
-/// The monotonic wall clock of this process.
+/// The monotonic wall clock of this process. On `wasm32-unknown-unknown`, where
+/// `std::time::Instant` traps, it is JavaScript's `performance.now()` (through web-time),
+/// which browsers, workers, Node.js and Bun all have.
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
     origin: Instant,

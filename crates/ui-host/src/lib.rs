@@ -164,7 +164,6 @@ mod changes;
 mod clock;
 mod payload;
 mod reading;
-mod schema;
 mod service;
 mod source;
 mod store;
@@ -176,7 +175,6 @@ pub use reading::{
     AnswerJson, HostError, QueryAnswer, QueryReading, ReadingState, ReadingSync, UiRefusal,
     WireRefusal,
 };
-pub use schema::{JsonSchema, JsonSchemas, check as check_json_schema};
 pub use service::{
     IssueRequest, PreparedQuery, ServiceLimits, ServiceStats, UiQueries, admits_by_content,
 };
@@ -188,3 +186,4 @@ pub use store::{
     AccessRecord, ChoiceAnswer, ChoiceOrigin, FrozenBlock, KeptReading, Lease, MemoryStore,
     SendResult, StoreError, StoredBlock, StoredItem, UiQueryState, UiStore, block_revision,
 };
+pub use ui_compiler::{JsonSchema, JsonSchemas, check_json_schema};

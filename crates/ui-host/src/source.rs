@@ -17,7 +17,7 @@ use ui_links::LinkTarget;
 
 use crate::changes::ChangeFeed;
 use crate::reading::HostError;
-use crate::schema::JsonSchema;
+use ui_compiler::JsonSchema;
 
 /// What the host knows of a chat when it captures, authorizes, reads or links.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -38,6 +38,12 @@ pub trait ValueSchema: Send + Sync + 'static {
     /// # Errors
     /// A message naming what failed.
     fn parse(&self, value: &Value) -> Result<Value, String>;
+}
+
+impl ValueSchema for ui_compiler::JsonSchema {
+    fn parse(&self, value: &Value) -> Result<Value, String> {
+        self.check(value).map(|()| value.clone())
+    }
 }
 
 /// The schema of a serde + garde type: deserialize, validate, serialize back. Use

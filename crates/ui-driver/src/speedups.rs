@@ -27,7 +27,7 @@
 //! - compact output: no spaces, keys in the order the value gives them (for a block and a
 //!   node, the order of their fields, as serde's derive writes them).
 //!
-//! `cargo build --no-default-features -p ui-cli` leaves it out: the driver then writes with
+//! `cargo build --no-default-features -p ui-driver` leaves it out: the driver then writes with
 //! serde_json, and CI lints that build.
 
 use std::io;
@@ -37,16 +37,16 @@ use sonic_rs::format::{CompactFormatter, Formatter as _};
 use ui_compiler::{Block, Node};
 use ui_core::{PropMap, Value};
 
-use super::{Answer, Response};
+use crate::protocol::{Answer, Response};
 
 /// Appends `value` to `buffer` as compact JSON.
-pub(super) fn write_json<T: Serialize + ?Sized>(buffer: &mut Vec<u8>, value: &T) -> io::Result<()> {
+pub(crate) fn write_json<T: Serialize + ?Sized>(buffer: &mut Vec<u8>, value: &T) -> io::Result<()> {
     sonic_rs::to_writer(buffer, value).map_err(io::Error::from)
 }
 
 /// Appends `response` to `buffer` as compact JSON: a `compile` answer with its blocks
 /// written by hand (the module docs say why), any other answer through [`write_json`].
-pub(super) fn write_response(buffer: &mut Vec<u8>, response: &Response<'_>) -> io::Result<()> {
+pub(crate) fn write_response(buffer: &mut Vec<u8>, response: &Response<'_>) -> io::Result<()> {
     let Ok(Answer::Compile {
         blocks,
         fallback_text,
@@ -62,11 +62,18 @@ pub(super) fn write_response(buffer: &mut Vec<u8>, response: &Response<'_>) -> i
         write_json(buffer, tag)?;
     }
     buffer.extend_from_slice(br#","ok":true,"blocks":"#);
-    write_array(buffer, blocks, |buffer, block| write_block(buffer, block))?;
+    write_blocks(buffer, blocks)?;
     buffer.extend_from_slice(br#","fallbackText":"#);
     string(buffer, fallback_text)?;
     buffer.push(b'}');
     Ok(())
+}
+
+/// `blocks` as a JSON array of blocks, as serde's derive writes them.
+pub(crate) fn write_blocks<B: AsRef<Block>>(buffer: &mut Vec<u8>, blocks: &[B]) -> io::Result<()> {
+    write_array(buffer, blocks, |buffer, block| {
+        write_block(buffer, block.as_ref())
+    })
 }
 
 /// A block as serde's derive writes it: its fields in order, `revision` only when set.
@@ -367,7 +374,7 @@ mod tests {
             "op": "compile", "tag": {"n": [1, "two"]}, "final": true,
             "text": "```ui\n<Summary>a</Summary>\n```\n```ui\n<Nope/>\n```",
         });
-        let mut response = crate::driver::respond(&request);
+        let mut response = crate::protocol::respond(&request);
         let Ok(Answer::Compile { blocks, .. }) = &mut response.result else {
             panic!("a compile answer");
         };
@@ -435,7 +442,7 @@ mod tests {
                 let request = serde_json::json!({
                     "op": op, "text": text, "step": step, "final": step % 2 == 0,
                 });
-                let response = crate::driver::respond(&request);
+                let response = crate::protocol::respond(&request);
                 let (fast, plain) = both_answers(&response);
                 prop_assert_eq!(fast, plain, "{}", op);
             }

@@ -12,10 +12,9 @@
 use std::collections::HashMap;
 
 use serde_json::Value as Json;
-use ui_compiler::QuerySchemas;
 use ui_core::Value;
 
-use crate::source::ValueSchema;
+use crate::compile::QuerySchemas;
 
 /// One schema of the subset, usable as a source's argument or result schema. It is compiled
 /// once, when made, so that a check looks nothing up by name.
@@ -56,11 +55,18 @@ impl JsonSchema {
     }
 }
 
-impl ValueSchema for JsonSchema {
-    fn parse(&self, value: &Value) -> Result<Value, String> {
-        self.compiled
-            .check(value, &Path::Root("value"))
-            .map(|()| value.clone())
+impl JsonSchema {
+    /// Checks `value` against the schema.
+    ///
+    /// # Errors
+    /// A message naming the first path that fails (from `value`) and why.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        self.compiled.check(value, &Path::Root("value"))
+    }
+
+    /// The schema as it was given.
+    pub fn json(&self) -> &Json {
+        &self.json
     }
 }
 

@@ -23,6 +23,7 @@
 //! The same crate builds natively (an `rlib`), where the workspace lints, tests and
 //! documents it; the functions then run as plain Rust.
 
+mod bench;
 mod compile;
 mod driver;
 mod failure;
@@ -30,6 +31,8 @@ mod options;
 mod state;
 mod texts;
 
+#[doc(hidden)]
+pub use bench::{bench_compile, bench_evaluate, bench_stream};
 pub use compile::{
     BlockHandle, BlockList, Compiled, IncrementalCompiler, compile_block, compile_reply,
     fallback_text,

@@ -60,8 +60,14 @@ impl EvalOptions {
         })
     }
 
-    fn clock(&self) -> &dyn Clock {
+    /// The clock to read.
+    pub(crate) fn clock(&self) -> &dyn Clock {
         self.clock.get()
+    }
+
+    /// The limits, with the time budget lifted under a frozen clock.
+    pub(crate) fn limits(&self) -> UiLimits {
+        self.limits
     }
 }
 

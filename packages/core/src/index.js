@@ -223,6 +223,8 @@ function blocksOf(compiled, previous) {
 /** The options as JSON text (`final` as the reference reads it: only `true` is final) and the clock. */
 function compileOptions(options) {
     const { now, ...rest } = options ?? {};
+    // An option given as `undefined` is one not given (`{latestAttachment: maybe}`), as in the reference.
+    for (const key of Object.keys(rest)) if (rest[key] === undefined) delete rest[key];
     rest.final = rest.final === true;
     return [plainJson(rest, 'The options'), typeof now === 'function' ? now : undefined];
 }

@@ -148,31 +148,58 @@ function call(work) {
 
 function plainJson(value, what) {
     try {
-        return JSON.stringify(value ?? null, function (key, inner) {
-            const raw = key === '' ? value : this[key];
-            switch (typeof raw) {
-                case 'string':
-                case 'boolean':
-                    return inner;
-                case 'number':
-                    if (!Number.isFinite(raw)) throw new UiFailure('invalid_value', `${what} holds a number that is not finite.`);
-                    return inner;
-                case 'object': {
-                    if (raw === null || Array.isArray(raw)) return inner;
-                    const proto = Object.getPrototypeOf(raw);
-                    if (proto === Object.prototype || proto === null) return inner;
-                    throw new UiFailure('invalid_value', `${what} holds an object that is not plain data.`);
-                }
-                case 'undefined':
-                    if (key === '' && value == null) return null;
-                    throw new UiFailure('invalid_value', `${what} holds undefined.`);
-                default:
-                    throw new UiFailure('invalid_value', `${what} holds a ${typeof raw}.`);
-            }
-        });
+        checkPlain(value, what, []);
+        return JSON.stringify(value);
     } catch (error) {
         if (error instanceof UiFailure) throw error;
         throw new UiFailure('invalid_value', `${what} is not JSON data: ${error.message}`);
+    }
+}
+
+/**
+ * Throws unless `value` is plain data as the reference's `copyUiValue` takes it: finite
+ * numbers, strings, booleans, null, dense arrays and plain objects of own data properties
+ * (an accessor or a hole is `refused_access`, and no getter is called), without cycles.
+ */
+function checkPlain(value, what, ancestors) {
+    switch (typeof value) {
+        case 'string':
+        case 'boolean':
+            return;
+        case 'number':
+            if (!Number.isFinite(value)) throw new UiFailure('invalid_value', `${what} holds a number that is not finite.`);
+            return;
+        case 'object': {
+            if (value === null) return;
+            const array = Array.isArray(value);
+            if (!array) {
+                const proto = Object.getPrototypeOf(value);
+                if (proto !== Object.prototype && proto !== null) throw new UiFailure('invalid_value', `${what} holds an object that is not plain data.`);
+            }
+            if (ancestors.includes(value)) throw new UiFailure('invalid_value', `${what} holds itself.`);
+            ancestors.push(value);
+            const keys = array ? null : Object.keys(value);
+            const count = array ? value.length : keys.length;
+            for (let i = 0; i < count; i++) {
+                const own = Object.getOwnPropertyDescriptor(value, array ? i : keys[i]);
+                if (!own || !('value' in own)) throw new UiFailure('refused_access', `${what} holds a hole or an accessor.`);
+                checkPlain(own.value, what, ancestors);
+            }
+            ancestors.pop();
+            return;
+        }
+        default:
+            throw new UiFailure('invalid_value', `${what} holds ${value === undefined ? 'undefined' : `a ${typeof value}`}.`);
+    }
+}
+
+/** `value` as text, as `String` converts it; a value `String` cannot convert is `invalid_value`. */
+function text(value, what) {
+    if (typeof value === 'string') return value;
+    try {
+        return String(value);
+    } catch {
+        throw new UiFailure('invalid_value', `${what} is not text.`);
     }
 }
 
@@ -198,7 +225,13 @@ function handleOf(block) {
     }
     const known = handles.get(block);
     if (known && known.generation === generation) return known.handle;
-    const handle = glue.BlockHandle.fromJson(JSON.stringify(block));
+    let json;
+    try {
+        json = JSON.stringify(block);
+    } catch (error) {
+        throw new UiFailure('invalid_value', `The block is not JSON data: ${error.message}`);
+    }
+    const handle = glue.BlockHandle.fromJson(json);
     handles.set(block, { handle, generation });
     return handle;
 }
@@ -231,13 +264,13 @@ function compileOptions(options) {
 
 /**
  * Compiles every UI fence of a reply.
- * @param {string} text
+ * @param {string} source the reply
  * @param {import('./index.js').UiCompileOptions} [options]
  */
-export function compileUi(text, options = {}) {
+export function compileUi(source, options = {}) {
     return call(() => {
         const [json, now] = compileOptions(options);
-        return blocksOf(glue.compileReply(String(text), json, now));
+        return blocksOf(glue.compileReply(text(source, 'The reply'), json, now));
     });
 }
 
@@ -249,7 +282,7 @@ export function compileUi(text, options = {}) {
 export function compileUiBlock(source, options = {}) {
     return call(() => {
         const [json, now] = compileOptions(options);
-        return blocksOf(glue.compileBlock(String(source), json, now))[0];
+        return blocksOf(glue.compileBlock(text(source, 'The source'), json, now))[0];
     });
 }
 
@@ -279,22 +312,27 @@ export class UiCompiler {
     }
 
     /**
-     * Compiles `text`, the reply so far (`final`: all of it).
-     * @param {string} text
+     * Compiles `reply`, the reply so far (`final`: all of it).
+     * @param {string} reply
      * @param {{final?: boolean, latestAttachment?: string}} [update]
      */
-    compile(text, update = {}) {
+    compile(reply, update = {}) {
         if (this.#generation !== generation) {
             this.#open();
             this.#blocks = [];
         }
+        const { final, latestAttachment } = update ?? {};
         const blocks = call(() => blocksOf(
-            this.#inner.compile(String(text), update.final === true, update.latestAttachment ?? undefined),
+            this.#inner.compile(
+                text(reply, 'The reply'),
+                final === true,
+                latestAttachment == null ? undefined : text(latestAttachment, 'The latest attachment')
+            ),
             this.#blocks
         ));
         const before = new Set(this.#blocks);
         this.#changed = blocks.filter((b) => !before.has(b)).map((b) => b.id);
-        this.#blocks = update.final === true ? [] : blocks;
+        this.#blocks = final === true ? [] : blocks;
         return blocks;
     }
 
@@ -336,46 +374,60 @@ export class UiState {
     #limits;
     #handle;
     #generation;
+    /** The block a rebuild starts from: `#base` and `#log` were recorded against it. */
+    #start;
     /** Operations since `#base`, replayed if the module is ever instantiated again. */
     #log = [];
     #base;
     #listeners = new Set();
+    /** The last revision answered, and what a rebuilt handle's revision is short of it. */
+    #revision = 0;
+    #offset = 0;
 
     /**
      * @param {object} block a compiled block
      * @param {Partial<typeof UI_LIMITS>} [limits]
      */
     constructor(block, limits = {}) {
-        this.#block = block;
-        this.#limits = limitsJson(limits);
         const made = adopted;
         adopted = undefined;
+        this.#block = block;
+        this.#start = block;
+        this.#limits = limitsJson(limits);
         this.#handle = made ?? call(() => new glue.StateHandle(handleOf(block), this.#limits));
         this.#generation = generation;
+        if (made) {
+            // A validated state holds input and readings already: a rebuild starts from them.
+            this.#base = baseOf(made, block);
+            this.#revision = made.revision();
+        }
     }
 
     /** The handle, rebuilt after a trap from the defaults and the operations since. */
     #current() {
         if (this.#generation === generation) return this.#handle;
-        const handle = new glue.StateHandle(handleOf(this.#block), this.#limits);
+        const handle = new glue.StateHandle(handleOf(this.#start), this.#limits);
         for (const op of this.#base ?? []) apply(handle, op);
         for (const op of this.#log) apply(handle, op);
         this.#handle = handle;
         this.#generation = generation;
+        this.#offset = this.#revision - handle.revision();
         return handle;
     }
 
-    #did(op) {
+    /** Records `op`, compacting the log into a base once it is long. */
+    #record(op) {
         this.#log.push(op);
         if (this.#log.length > MAX_LOG) {
-            const handle = this.#handle;
-            const block = this.#block;
-            this.#base = [
-                ...Object.entries(parse(handle.values())).map(([name, value]) => ['set', name, JSON.stringify(value)]),
-                ...Object.entries(parse(handle.readings())).map(([name, value]) => ['setQuery', name, JSON.stringify(value), block])
-            ];
+            this.#base = baseOf(this.#handle, this.#block);
+            this.#start = this.#block;
             this.#log = [];
         }
+        this.#revision = this.#handle.revision() + this.#offset;
+    }
+
+    #did(op) {
+        this.#record(op);
         for (const listener of this.#listeners) listener();
     }
 
@@ -397,13 +449,13 @@ export class UiState {
         call(() => {
             this.#current().sync(handleOf(block));
             this.#block = block;
-            this.#log.push(['sync', block]);
+            this.#record(['sync', block]);
         });
     }
 
     /** The revision: bumped by every change. */
     snapshot() {
-        return call(() => this.#current().revision());
+        return call(() => this.#current().revision() + this.#offset);
     }
 
     /**
@@ -411,6 +463,7 @@ export class UiState {
      * @param {() => void} listener
      */
     subscribe(listener) {
+        if (typeof listener !== 'function') throw new UiFailure('invalid_value', 'A listener is a function.');
         this.#listeners.add(listener);
         return () => { this.#listeners.delete(listener); };
     }
@@ -432,8 +485,9 @@ export class UiState {
      */
     set(name, value) {
         const json = plainJson(value, 'The value');
-        call(() => this.#current().set(String(name), json));
-        this.#did(['set', String(name), json]);
+        const key = text(name, 'The name');
+        call(() => this.#current().set(key, json));
+        this.#did(['set', key, json]);
     }
 
     /**
@@ -444,8 +498,9 @@ export class UiState {
      */
     setQuery(name, value, block) {
         const json = plainJson(value, 'The reading');
-        call(() => this.#current().setQuery(String(name), json, handleOf(block)));
-        this.#did(['setQuery', String(name), json, block]);
+        const key = text(name, 'The name');
+        call(() => this.#current().setQuery(key, json, handleOf(block)));
+        this.#did(['setQuery', key, json, block]);
     }
 
     /**
@@ -454,7 +509,7 @@ export class UiState {
      * @param {string | object} action
      */
     run(action) {
-        const op = typeof action === 'string' ? ['run', action] : ['runTree', JSON.stringify(action)];
+        const op = typeof action === 'string' ? ['run', action] : ['runTree', plainJson(action, 'The action')];
         call(() => apply(this.#current(), op));
         this.#did(op);
     }
@@ -465,7 +520,7 @@ export class UiState {
      * @param {string} nodeId
      */
     press(nodeId) {
-        const op = ['press', String(nodeId), this.#block];
+        const op = ['press', text(nodeId, 'The node id'), this.#block];
         const changed = call(() => apply(this.#current(), op));
         if (changed) this.#did(op);
         return changed;
@@ -479,7 +534,7 @@ export class UiState {
      * @param {unknown} value
      */
     change(nodeId, prop, value) {
-        const op = ['change', String(nodeId), String(prop), plainJson(value, 'The value'), this.#block];
+        const op = ['change', text(nodeId, 'The node id'), text(prop, 'The prop'), plainJson(value, 'The value'), this.#block];
         const changed = call(() => apply(this.#current(), op));
         if (changed) this.#did(op);
         return changed;
@@ -495,6 +550,14 @@ export class UiState {
     free() {
         if (this.#generation === generation) this.#handle.free();
     }
+}
+
+/** Operations that bring a fresh state of `block` to where `handle` is: its values, then its readings. */
+function baseOf(handle, block) {
+    return [
+        ...Object.entries(parse(handle.values())).map(([name, value]) => ['set', name, JSON.stringify(value)]),
+        ...Object.entries(parse(handle.readings())).map(([name, value]) => ['setQuery', name, JSON.stringify(value), block])
+    ];
 }
 
 /** Applies one recorded state operation to `handle`. */
@@ -525,8 +588,7 @@ export function evaluateUiBlock(block, state, limits = {}) {
         const options = limitsJson(limits);
         const handle = handleOf(block);
         if (state === undefined) return parse(glue.evaluate(handle, options));
-        if (!(state instanceof UiState)) throw new UiFailure('invalid_value', 'Not a UiState.');
-        return parse(state.handle().evaluate(handle, options));
+        return parse(stateHandle(state).evaluate(handle, options));
     });
 }
 
@@ -536,7 +598,13 @@ export function evaluateUiBlock(block, state, limits = {}) {
  * @param {UiState} state
  */
 export function uiInputValues(block, state) {
-    return call(() => parse(state.handle().inputValues(handleOf(block))));
+    return call(() => parse(stateHandle(state).inputValues(handleOf(block))));
+}
+
+/** The handle of `state`, which must be a `UiState`. */
+function stateHandle(state) {
+    if (!(state instanceof UiState)) throw new UiFailure('invalid_value', 'Not a UiState.');
+    return state.handle();
 }
 
 /**
@@ -550,7 +618,7 @@ export function uiValidatedState(block, input = {}, queries = {}, limits = {}) {
 
 /** The arguments of the query `name` with a page's `input`. */
 export function uiQueryArguments(block, name, input = {}, limits = {}) {
-    return call(() => parse(glue.queryArguments(handleOf(block), String(name), plainJson(input, 'The input'), limitsJson(limits))));
+    return call(() => parse(glue.queryArguments(handleOf(block), text(name, 'The query name'), plainJson(input, 'The input'), limitsJson(limits))));
 }
 
 /** The link targets of the nodes on screen: `{nodeId: {type, path | sha | id, line?}}`. */
@@ -560,7 +628,7 @@ export function uiLinkTargets(block, input = {}, queries = {}, limits = {}) {
 
 /** What the choice `choiceId` sends: `{label, context, values}`, every value checked. */
 export function resolveUiChoice(block, choiceId, input = {}, queries = {}, limits = {}) {
-    return call(() => parse(glue.resolveChoice(handleOf(block), String(choiceId), plainJson(input, 'The input'), plainJson(queries, 'The readings'), limitsJson(limits))));
+    return call(() => parse(glue.resolveChoice(handleOf(block), text(choiceId, 'The choice id'), plainJson(input, 'The input'), plainJson(queries, 'The readings'), limitsJson(limits))));
 }
 
 /** The block's text with its queries' readings: what a final reply keeps for clients that cannot draw it. */
@@ -569,12 +637,13 @@ export function uiQueryFallback(block, queries = {}) {
 }
 
 /** The reply with each block replaced by its fallback text. */
-export function uiFallbackText(text, blocks) {
+export function uiFallbackText(reply, blocks) {
     return call(() => {
+        if (typeof blocks?.[Symbol.iterator] !== 'function') throw new UiFailure('invalid_value', 'Not a list of blocks.');
         const list = new glue.BlockList();
         try {
             for (const block of blocks) list.push(handleOf(block));
-            return glue.fallbackText(String(text), list);
+            return glue.fallbackText(text(reply, 'The reply'), list);
         } finally {
             list.free();
         }
@@ -585,20 +654,21 @@ export function uiFallbackText(text, blocks) {
 // Text checks, the catalog and its agent texts.
 
 /** Whether `text` opens a fence of `fenceLanguage`. */
-export function uiHasFence(text, fenceLanguage = UI_FENCE_LANGUAGE) {
-    return call(() => glue.hasFence(String(text), String(fenceLanguage)));
+export function uiHasFence(reply, fenceLanguage = UI_FENCE_LANGUAGE) {
+    return call(() => glue.hasFence(text(reply, 'The text'), text(fenceLanguage, 'The fence language')));
 }
 
 /** Whether `text` may declare a query or name a link target. */
-export function uiMayReferenceHost(text) {
-    return call(() => glue.mayReferenceHost(String(text)));
+export function uiMayReferenceHost(reply) {
+    return call(() => glue.mayReferenceHost(text(reply, 'The text')));
 }
 
 const texts = new Map();
-function textsFor(fenceLanguage) {
+function textsFor(word) {
+    const fenceLanguage = text(word, 'The fence language');
     let found = texts.get(fenceLanguage);
     if (!found) {
-        found = call(() => parse(glue.catalogTexts(String(fenceLanguage))));
+        found = call(() => parse(glue.catalogTexts(fenceLanguage)));
         if (texts.size < 16) texts.set(fenceLanguage, found);
     }
     return found;
@@ -615,12 +685,14 @@ export function uiCompactCatalog() {
 }
 
 /** The short note for an agent's session: syntax, rules, the compact catalog, an example. */
-export function uiSessionNote({ fenceLanguage = UI_FENCE_LANGUAGE } = {}) {
+export function uiSessionNote(options) {
+    const { fenceLanguage = UI_FENCE_LANGUAGE } = options ?? {};
     return textsFor(fenceLanguage).sessionNote;
 }
 
 /** The full reference for an agent: syntax, an example, every group and component. */
-export function uiReferenceText({ fenceLanguage = UI_FENCE_LANGUAGE } = {}) {
+export function uiReferenceText(options) {
+    const { fenceLanguage = UI_FENCE_LANGUAGE } = options ?? {};
     return textsFor(fenceLanguage).referenceText;
 }
 
@@ -642,7 +714,7 @@ export function uiCoreLimits() {
  * @param {string} line
  */
 export function uiDriverAnswer(line) {
-    return call(() => glue.driverAnswer(String(line)));
+    return call(() => glue.driverAnswer(text(line, 'The line')));
 }
 
 /** Makes the module trap, for the test that a trap answers `internal` and the module starts again. */

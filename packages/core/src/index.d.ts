@@ -1,5 +1,5 @@
 // Type declarations of @uiblocks/core: every export of `index.js`, its whole public API.
-// Checked by `npx --prefix packages tsc -p packages/core/tsconfig.json` against
+// Checked by `npm exec --prefix packages --no -- tsc -p packages/core/tsconfig.json` against
 // `test/types.ts`. docs/core.md is the guide; the wire shapes are those of driver.md.
 
 // ---------------------------------------------------------------------------------------

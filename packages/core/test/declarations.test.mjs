@@ -1,5 +1,5 @@
 // src/index.d.ts declares exactly the names src/index.js exports (the declarations' types
-// are checked by `npx --prefix packages tsc -p packages/core/tsconfig.json`).
+// are checked by `npm exec --prefix packages --no -- tsc -p packages/core/tsconfig.json`).
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';

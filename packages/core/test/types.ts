@@ -1,5 +1,5 @@
 // A compile-time test of src/index.d.ts: it is type checked, never run
-// (`npx --prefix packages tsc -p packages/core/tsconfig.json`). Each use below must check;
+// (`npm exec --prefix packages --no -- tsc -p packages/core/tsconfig.json`). Each use below must check;
 // each `@ts-expect-error` line is a misuse the declarations must refuse.
 
 import {

@@ -130,6 +130,11 @@ function failure(error) {
     if (error instanceof Error && /stale object from previous Wasm instance/.test(error.message)) {
         return new UiFailure('internal', 'A handle outlived the module it came from.');
     }
+    if (error instanceof Error && error.code === 'ERR_STRING_TOO_LONG') {
+        // An answer the module wrote (a driver `stream` of a long text in small steps) that
+        // is longer than a string of this runtime can be.
+        return new UiFailure('budget_exceeded', 'The answer is longer than a string can be.');
+    }
     return error;
 }
 
@@ -255,7 +260,12 @@ function blocksOf(compiled, previous) {
 
 /** The options as JSON text (`final` as the reference reads it: only `true` is final) and the clock. */
 function compileOptions(options) {
-    const { now, ...rest } = options ?? {};
+    let now, rest;
+    try {
+        ({ now, ...rest } = options ?? {});
+    } catch (error) {
+        throw new UiFailure('invalid_value', `The options are not readable: ${error.message}`);
+    }
     // An option given as `undefined` is one not given (`{latestAttachment: maybe}`), as in the reference.
     for (const key of Object.keys(rest)) if (rest[key] === undefined) delete rest[key];
     rest.final = rest.final === true;

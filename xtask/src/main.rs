@@ -13,8 +13,15 @@
 //!   Debian packages (`chromium`, `chromium-driver`) it installs (apt, as root) when missing,
 //!   with axe-core (pinned, from the npm registry, into `<target dir>/axe-core`) for its
 //!   accessibility checks. The page's client rules that need no browser run in Node.js
-//!   (`node --test crates/ui-server/page/tests/client.test.js`). Its builds use the `ci`
+//!   (`node --test crates/ui-server/page/tests/client.test.js`). `@uiblocks/core` is built
+//!   first (`cargo xtask wasm`, below), so that the conformance test holds its driver's
+//!   answers to `uiblocks driver`'s; after the tests, its own checks run ([`wasm::test`]:
+//!   the type check, `node --test`, the smoke script in Node.js and Bun, the page and
+//!   module-worker test in Chromium). Its builds use the `ci`
 //!   profile ([`CI_PROFILE`]), into `<target>/ci`, and it prints the disk free there first.
+//! - `cargo xtask wasm [--test]` — builds `@uiblocks/core`'s WebAssembly and glue into
+//!   `packages/core/wasm/` and checks their sizes ([`wasm`]); with `--test`, runs the
+//!   package's checks of `ci` too.
 //! - `cargo xtask mcp-inspector` — only the Inspector step of `ci` (below).
 //! - `cargo xtask bench [ARGS]` — the criterion benchmarks and the bounded HTTP load bench
 //!   (`cargo bench -p benches`), then one table of their figures, after a line on the
@@ -42,9 +49,18 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("bench") => bench(&root, &args[1..]),
         Some("mcp-inspector") => mcp_inspector_test(&root),
-        Some("wasm") => wasm::build(&root),
+        Some("wasm") => wasm::build(&root).and_then(|()| {
+            if args.iter().any(|a| a == "--test") {
+                let (_, chromium) = ensure_chromium(&root)?;
+                wasm::test(&root, &chromium)
+            } else {
+                Ok(())
+            }
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <ci | bench [criterion args] | mcp-inspector | wasm>");
+            eprintln!(
+                "usage: cargo xtask <ci | bench [criterion args] | mcp-inspector | wasm [--test]>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -268,6 +284,9 @@ fn ci_steps(root: &Path) -> Result<(), String> {
     for step in &lints {
         run(root, step)?;
     }
+    // @uiblocks/core's WebAssembly (`cargo xtask wasm`), before the tests: the conformance
+    // test sends the corpus through its driver too, and must (`UI_CORE_DRIVER_REQUIRED`).
+    wasm::build(root)?;
     // Every test of the workspace, with the PostgreSQL ones against a throwaway cluster:
     // ui-sync's change log (its unit tests and `tests/postgres.rs`), the server's store,
     // routes and sources (`ui-server`'s unit tests, `tests/database.rs`,
@@ -298,6 +317,7 @@ fn ci_steps(root: &Path) -> Result<(), String> {
                     ("UI_SERVER_PG", conninfo),
                     ("UI_SERVER_PG_REQUIRED", "1"),
                     ("UI_PG_TLS_ROOT", tls_root),
+                    ("UI_CORE_DRIVER_REQUIRED", "1"),
                 ],
             },
         )
@@ -321,6 +341,8 @@ fn ci_steps(root: &Path) -> Result<(), String> {
     )?;
     page_test(root)?;
     browser_test(root)?;
+    let (_, chromium) = ensure_chromium(root)?;
+    wasm::test(root, &chromium)?;
     mcp_inspector_test(root)?;
     // `cargo doc --workspace` documents ui-sync with its `postgres` feature (see clippy).
     let docs = [

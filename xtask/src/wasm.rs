@@ -199,10 +199,10 @@ fn optimise(root: &Path, module: &Path) -> Result<(), String> {
     let pinned = std::fs::read_to_string(&version_file)
         .is_ok_and(|text| text.contains(&format!("\"version\": \"{BINARYEN_VERSION}\"")));
     if !pinned {
-        if !answers("npm") {
+        if !answers("npm") || !answers("node") {
             println!(
-                "\n==> [wasm-opt] skipped: no npm to install binaryen {BINARYEN_VERSION} with \
-                 (the module is larger than it could be)"
+                "\n==> [wasm-opt] skipped: no Node.js and npm to run binaryen {BINARYEN_VERSION} \
+                 with (the module is larger than it could be)"
             );
             return Ok(());
         }
@@ -313,4 +313,122 @@ fn cargo_home() -> PathBuf {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
         .unwrap_or_else(|| PathBuf::from("/root/.cargo"))
+}
+
+/// The Bun release `@uiblocks/core` is tested on (npm package `bun`).
+const BUN_VERSION: &str = "1.4.5";
+
+/// `@uiblocks/core`'s own checks, after [`build`]: the npm workspace's pinned tools
+/// (`npm ci`: TypeScript, playwright-core), the type check, the tests in Node.js
+/// (`node --test`), the smoke script in Node.js and in Bun (from its npm package, installed
+/// under the target directory), and the page and module-worker test in `chromium`.
+pub(crate) fn test(root: &Path, chromium: &str) -> Result<(), String> {
+    let step = |label: &'static str, program: &'static str, args: &[&str]| {
+        run(
+            root,
+            &Step {
+                label,
+                program,
+                args,
+                env: &[],
+            },
+        )
+    };
+    step(
+        "core-npm",
+        "npm",
+        &["ci", "--prefix", "packages", "--no-audit", "--no-fund"],
+    )?;
+    step(
+        "core-types",
+        "npm",
+        &[
+            "exec",
+            "--prefix",
+            "packages",
+            "--no",
+            "--",
+            "tsc",
+            "-p",
+            "packages/core/tsconfig.json",
+        ],
+    )?;
+    // The test files by name: given the folder, Node 20 runs every script in it.
+    let dir = root.join("packages/core/test");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("core: cannot list {}: {e}", dir.display()))?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.ends_with(".test.mjs")
+                .then(|| format!("packages/core/test/{name}"))
+        })
+        .collect();
+    files.sort();
+    let mut args = vec!["--test"];
+    args.extend(files.iter().map(String::as_str));
+    step("core-test", "node", &args)?;
+    step("core-smoke-node", "node", &["packages/core/test/smoke.mjs"])?;
+    let bun = ensure_bun(root)?;
+    run(
+        root,
+        &Step {
+            label: "core-smoke-bun",
+            program: &bun.to_string_lossy(),
+            args: &["packages/core/test/smoke.mjs"],
+            env: &[],
+        },
+    )?;
+    run(
+        root,
+        &Step {
+            label: "core-browser",
+            program: "node",
+            args: &["packages/core/test/browser.mjs"],
+            env: &[("UI_E2E_CHROMIUM", chromium)],
+        },
+    )
+}
+
+/// Bun [`BUN_VERSION`] from the npm registry, under the target directory.
+fn ensure_bun(root: &Path) -> Result<PathBuf, String> {
+    let prefix = target_dir(root).join("tools").join("bun");
+    let bun = prefix.join("node_modules/.bin/bun");
+    let reports = |bun: &Path| {
+        Command::new(bun)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == BUN_VERSION)
+    };
+    if reports(&bun) {
+        return Ok(bun);
+    }
+    std::fs::create_dir_all(&prefix)
+        .map_err(|e| format!("core: cannot create {}: {e}", prefix.display()))?;
+    let prefix_text = prefix.to_string_lossy().into_owned();
+    let package = format!("bun@{BUN_VERSION}");
+    run(
+        root,
+        &Step {
+            label: "core-bun-install",
+            program: "npm",
+            args: &[
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                &prefix_text,
+                &package,
+            ],
+            env: &[],
+        },
+    )?;
+    if reports(&bun) {
+        Ok(bun)
+    } else {
+        Err(format!(
+            "core: {} does not report Bun {BUN_VERSION}",
+            bun.display()
+        ))
+    }
 }

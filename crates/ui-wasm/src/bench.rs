@@ -13,22 +13,24 @@ use crate::failure::thrown;
 use crate::options::Options;
 use crate::state::EvalOptions;
 
-/// Milliseconds (`performance.now()`) of `iterations` compiles of `text` as a reply, or as
-/// one block body when `block`.
+/// Milliseconds (`performance.now()`) of `iterations` compiles of `text` (UTF-8, as the
+/// package passes it) as a reply, or as one block body when `block`; the time includes the
+/// UTF-8 check of the text, as the package's compile does.
 ///
 /// # Errors
 /// Unreadable options.
 #[wasm_bindgen(js_name = __benchCompile)]
 pub fn bench_compile(
-    text: &str,
+    text: &[u8],
     options: &str,
     block: bool,
     iterations: u32,
 ) -> Result<f64, JsValue> {
-    let options = Options::read(options, None)?;
-    let options = options.get();
     let clock = ui_core::SystemClock::new();
     let started = clock.now_ms();
+    let text = crate::failure::utf8(text, "the text")?;
+    let options = Options::read(options, None)?;
+    let options = options.get();
     let mut nodes = 0;
     for _ in 0..iterations {
         if block {

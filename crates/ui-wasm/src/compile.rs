@@ -5,7 +5,7 @@ use std::sync::Arc;
 use ui_compiler::{Block, UiCompiler};
 use wasm_bindgen::prelude::*;
 
-use crate::failure::{unreadable, unwritable};
+use crate::failure::{unreadable, unwritable, utf8};
 use crate::options::Options;
 
 /// A compiled block kept on this side: the package attaches it to the block's JavaScript
@@ -54,8 +54,8 @@ impl BlockList {
     }
 }
 
-/// The answer of a compile: the JSON text of the blocks that are new, the handles of all
-/// blocks, and for an incremental compile which earlier block each one is.
+/// The answer of a compile: the JSON text of the blocks that are new, their handles, and for
+/// an incremental compile which earlier block each one is.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Compiled {
@@ -72,7 +72,7 @@ impl Compiled {
         std::mem::take(&mut self.json)
     }
 
-    /// The handles of every block, in reply order (once; then empty).
+    /// The handles of the new blocks, in reply order (once; then empty).
     #[wasm_bindgen(js_name = takeHandles)]
     pub fn take_handles(&mut self) -> Vec<BlockHandle> {
         std::mem::take(&mut self.handles)
@@ -117,10 +117,11 @@ fn text(buffer: Vec<u8>) -> Result<String, JsValue> {
 /// `invalid_value` for options that cannot be read, or limits outside their range.
 #[wasm_bindgen(js_name = compileReply)]
 pub fn compile_reply(
-    text: &str,
+    text: &[u8],
     options: &str,
     now: Option<js_sys::Function>,
 ) -> Result<Compiled, JsValue> {
+    let text = utf8(text, "the reply")?;
     let options = Options::read(options, now)?;
     Compiled::all(UiCompiler::new().compile(text, &options.get()))
 }
@@ -131,10 +132,11 @@ pub fn compile_reply(
 /// As [`compile_reply`].
 #[wasm_bindgen(js_name = compileBlock)]
 pub fn compile_block(
-    source: &str,
+    source: &[u8],
     options: &str,
     now: Option<js_sys::Function>,
 ) -> Result<Compiled, JsValue> {
+    let source = utf8(source, "the source")?;
     let options = Options::read(options, now)?;
     let options = options.get();
     let block = ui_compiler::compile_block(source, &options.id, &options);
@@ -143,9 +145,15 @@ pub fn compile_block(
 
 /// The reply `text` with each of its blocks replaced by the block's fallback
 /// (`language.md` §16): what a client that cannot draw blocks shows.
+///
+/// # Errors
+/// `invalid_value` for bytes that are not UTF-8.
 #[wasm_bindgen(js_name = fallbackText)]
-pub fn fallback_text(text: &str, blocks: &BlockList) -> String {
-    ui_fallback::fallback_text(text, &blocks.blocks)
+pub fn fallback_text(text: &[u8], blocks: &BlockList) -> Result<String, JsValue> {
+    Ok(ui_fallback::fallback_text(
+        utf8(text, "the reply")?,
+        &blocks.blocks,
+    ))
 }
 
 /// One streaming reply's compiler (`UiCompiler`): each call compiles the reply so far,
@@ -194,10 +202,11 @@ impl IncrementalCompiler {
     /// `internal` when the answer cannot be written (never expected).
     pub fn compile(
         &mut self,
-        reply: &str,
+        reply: &[u8],
         is_final: bool,
         latest_attachment: Option<String>,
     ) -> Result<Compiled, JsValue> {
+        let reply = utf8(reply, "the reply")?;
         let mut options = self.options.get();
         options.is_final = is_final;
         if latest_attachment.is_some() {
@@ -205,23 +214,23 @@ impl IncrementalCompiler {
         }
         let blocks = self.compiler.compile(reply, &options);
         let mut reused = Vec::with_capacity(blocks.len());
-        let mut fresh: Vec<&Arc<Block>> = Vec::new();
+        let mut fresh: Vec<Arc<Block>> = Vec::new();
         for block in &blocks {
             match self.previous.iter().position(|p| Arc::ptr_eq(p, block)) {
                 Some(i) => reused.push(i as i32),
                 None => {
                     reused.push(-1);
-                    fresh.push(block);
+                    fresh.push(Arc::clone(block));
                 }
             }
         }
         let mut buffer = Vec::with_capacity(1024);
         ui_driver::write_blocks(&fresh, &mut buffer).map_err(|e| unwritable(&e))?;
         let json = text(buffer)?;
-        self.previous = if is_final { Vec::new() } else { blocks.clone() };
+        self.previous = if is_final { Vec::new() } else { blocks };
         Ok(Compiled {
             json,
-            handles: handles(blocks),
+            handles: handles(fresh),
             reused,
         })
     }

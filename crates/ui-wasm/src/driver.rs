@@ -6,7 +6,10 @@ use wasm_bindgen::prelude::*;
 /// writes for it ([`ui_driver::answer_line`]). A blank line (Rust's `trim`) answers `""`:
 /// the driver skips it.
 #[wasm_bindgen(js_name = driverAnswer)]
-pub fn driver_answer(line: &str) -> String {
+pub fn driver_answer(line: &[u8]) -> String {
+    let Ok(line) = std::str::from_utf8(line) else {
+        return internal("the line is not UTF-8");
+    };
     if line.trim().is_empty() {
         return String::new();
     }

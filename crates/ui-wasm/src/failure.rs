@@ -33,3 +33,11 @@ pub(crate) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String,
     ui_driver::write_json(value, &mut buffer).map_err(|e| unwritable(&e))?;
     String::from_utf8(buffer).map_err(|_| throw("internal", "the answer is not UTF-8"))
 }
+
+/// `bytes` as text: the package passes long texts as UTF-8 bytes (`TextEncoder`, which
+/// writes a lone surrogate as U+FFFD), one native copy instead of wasm-bindgen's loop over
+/// the characters. Bytes that are not UTF-8 are `invalid_value`.
+pub(crate) fn utf8<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str, JsValue> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| throw("invalid_value", &format!("{what} is not UTF-8: {e}")))
+}

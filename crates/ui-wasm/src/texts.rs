@@ -79,12 +79,12 @@ pub fn limits_json() -> String {
 
 /// Whether `text` holds a fence of `fence_language` (`hasUiFence`).
 #[wasm_bindgen(js_name = hasFence)]
-pub fn has_fence(text: &str, fence_language: &str) -> bool {
-    ui_compiler::has_fence(text, fence_language)
+pub fn has_fence(text: &[u8], fence_language: &str) -> bool {
+    std::str::from_utf8(text).is_ok_and(|text| ui_compiler::has_fence(text, fence_language))
 }
 
 /// Whether `text` may name something the host owns (`mayReferenceHost`).
 #[wasm_bindgen(js_name = mayReferenceHost)]
-pub fn may_reference_host(text: &str) -> bool {
-    ui_compiler::may_reference_host(text)
+pub fn may_reference_host(text: &[u8]) -> bool {
+    std::str::from_utf8(text).is_ok_and(ui_compiler::may_reference_host)
 }

@@ -243,11 +243,11 @@ function workloads() {
 
     return [
         reply('prose2m', replySummary,
-            'the copy of 2,000,000 UTF-16 units into WebAssembly (UTF-8) and the fence scan inside; the answer is "[]"'),
+            'the copy of 2,000,000 UTF-16 units into WebAssembly (UTF-8), its UTF-8 check and the fence scan inside; the answer is "[]"'),
         reply('proseWithBlock', replySummary,
             'the same copy and scan, plus one 38-node block compiled and returned as JSON'),
         reply('fences100k', fencesSummary,
-            'the copy of 5.6 M units; the scan stops at the reply cap (16 blocks)'),
+            'the copy of 5.6 M units and their UTF-8 check; the scan stops at the reply cap (16 blocks)'),
         block('stats100', 'stats100', undefined,
             'the compile, then 103 nodes as JSON: written in Rust, decoded and JSON.parse\'d in JS'),
         block('table1000', 'table1000', undefined,
@@ -276,7 +276,7 @@ function workloads() {
         },
         {
             name: 'streaming', kind: 'block', input: 'streaming', bound:
-                '321 compiles of a growing prefix: each copies the prefix in (up to 20 KB) and hands back only the changed blocks',
+                '321 compiles of a growing prefix (up to 20 KB, copied in each time); the changed blocks (1.16 MB of JSON in all) written, decoded and parsed',
             summary: ({ compiles, blocks }) => ({ compiles, ...replySummary(blocks) }),
             ours: () => {
                 const text = texts.streaming;
@@ -491,7 +491,7 @@ for (const r of records) {
 say();
 say('## Where ours goes (ms, medians; each part timed on its own)');
 say();
-say('The glue call is the wasm-bindgen function alone (text in, compile, JSON text out, handles freed); the public API adds JSON.parse and the block objects. "copy in" is the glue handing the text over with nothing compiled (its `passStringToWasm0`); "encodeInto" is `TextEncoder.encodeInto` of the same text into a buffer of its size, the floor of any UTF-8 copy.');
+say('The glue call is the wasm-bindgen function alone (the text as `TextEncoder.encode` bytes copied in, the compile, JSON text out, the handles freed); the public API adds JSON.parse and the block objects, and encodes with `encodeInto` into one reused buffer instead. "copy in" is the text handed over with nothing compiled: `TextEncoder.encode`, the bytes copied into linear memory, the UTF-8 check and the copy freed (`__benchCompile(bytes, \'\', false, 0)`). `encode` makes a new buffer every call, so on the long replies "copy in" and the glue call cost more than the public API pays, and "ours minus copy in" can be negative. "encodeInto" is `TextEncoder.encodeInto` of the same text into a buffer of its size, the floor of any UTF-8 copy.');
 say();
 say('| workload | UTF-16 units in | copy in (glue) | encodeInto | work inside wasm | glue call | JSON.parse | public API | answer JSON chars | ours minus copy in | reference | bound by |');
 say('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');

@@ -111,7 +111,9 @@ fn text(buffer: Vec<u8>) -> Result<String, JsValue> {
         .map_err(|_| crate::failure::throw("internal", "the answer is not UTF-8"))
 }
 
-/// Compiles every UI fence of a reply (`compileUi`).
+/// Compiles every UI fence of a reply (`compileUi`): `text` is its UTF-8, `options` the
+/// JSON text of `UiCompileOptions`, and `now`, when given, the compile clock (the
+/// reference's option: JavaScript milliseconds, read as the budgets need them).
 ///
 /// # Errors
 /// `invalid_value` for options that cannot be read, or limits outside their range.

@@ -54,6 +54,9 @@ let generation = 0;
 
 const WASM_URL = new URL('../wasm/uiblocks_core_bg.wasm', import.meta.url);
 
+/** Node.js's file system module, named where no bundler looks for a specifier. */
+const NODE_FS = ['node', 'fs'].join(':');
+
 /** The file system of a runtime that has one and lets us read it synchronously. */
 function fileSystem() {
     const get = globalThis.process?.getBuiltinModule;
@@ -68,13 +71,15 @@ function fileSystem() {
  */
 export function ready(source) {
     if (loaded) return Promise.resolve();
-    if (source === undefined && fileSystem() && WASM_URL.protocol === 'file:') {
-        try {
-            initSync();
-            return Promise.resolve();
-        } catch (error) {
-            return Promise.reject(error);
-        }
+    if (source === undefined && WASM_URL.protocol === 'file:' && globalThis.process?.versions?.node) {
+        // Node.js and Bun read the file beside the package: at once where
+        // `process.getBuiltinModule` exists (Node.js 20.16, Bun), else after importing `fs`
+        // (a specifier no bundler resolves for a page, since pages never take this path).
+        loading ??= (async () => {
+            const fs = fileSystem() ?? await import(NODE_FS);
+            initSync(fs.readFileSync(WASM_URL));
+        })().catch((error) => { loading = undefined; throw error; });
+        return loading;
     }
     loading ??= glue.default({ module_or_path: source ?? WASM_URL }).then(
         () => { loaded = true; },

@@ -4,7 +4,8 @@
 //! Everything comes from one static table. From it this module answers lookups
 //! ([`lookup`], [`components`]), validates props strictly ([`Component::validate`], with the
 //! one coercion of `File.line`), and builds the texts shown to the agent ([`catalog_text`],
-//! [`compact_catalog`], [`session_note`], [`reference_text`], [`example`]).
+//! [`compact_catalog`], [`session_note`], [`reference_text`], [`example`]) and the longer
+//! writing [`guide`].
 //!
 //! ```
 //! use ui_core::catalog::{self, Group};
@@ -33,9 +34,11 @@ use crate::props::ReadProps;
 use crate::value::{Record, Value};
 
 mod check;
+mod guide;
 mod table;
 mod texts;
 
+pub use guide::guide;
 pub use texts::{catalog_text, compact_catalog, example, reference_text, session_note};
 
 /// The seven groups of the catalog, in the order the reference text lists them

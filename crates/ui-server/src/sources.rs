@@ -794,6 +794,12 @@ impl TomlSources {
         Some(properties.keys().cloned().collect())
     }
 
+    /// The JSON Schema of the result `name` answers (its rows), or `None` when the source
+    /// is not declared; `{}` when its declaration gives none. For the agent's guide.
+    pub fn result_schema(&self, name: &str) -> Option<&Json> {
+        self.get(name).map(|s| &s.result)
+    }
+
     /// The argument schema of each source, for the agent's prompt.
     pub fn schemas(&self) -> Vec<SourceInfo> {
         self.sources

@@ -50,6 +50,21 @@ pub struct Sources {
     fields: std::collections::HashMap<String, Vec<String>>,
     /// The registered names, for a suggestion when a query names none of them.
     names: Vec<String>,
+    /// Each source as the file describes it, in the file's order, for the guide.
+    entries: Vec<SourceEntry>,
+}
+
+/// One source as a sources file describes it: what `uiblocks guide --sources` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceEntry {
+    /// The name a `@Query` names.
+    pub name: String,
+    /// What it reads, when the file says.
+    pub description: Option<String>,
+    /// The JSON Schema of its argument record.
+    pub args: Json,
+    /// The JSON Schema of its result (an array of rows), when the file gives one.
+    pub result: Option<Json>,
 }
 
 impl Sources {
@@ -65,7 +80,10 @@ impl Sources {
 
     /// Reads `path`: a `sources.toml` as `uiblocks serve` reads it (by its `.toml`
     /// extension), else JSON, either `{"querySchemas": {source: schema}}` (the driver's and
-    /// the conformance corpus's `hosts.json`) or `{source: schema}`.
+    /// the conformance corpus's `hosts.json`) or `{source: schema}`, where each entry may
+    /// also be `{"args": schema, "result"?: schema, "description"?: text}` (the agent
+    /// tasks' `sources.json`; its result's row fields serve `unknown_column` as a
+    /// `sources.toml`'s do).
     ///
     /// # Errors
     /// When the file cannot be read or is not a valid sources file.
@@ -83,10 +101,23 @@ impl Sources {
                 .iter()
                 .filter_map(|info| Some((info.name.clone(), toml.result_fields(&info.name)?)))
                 .collect();
+            let entries = infos
+                .iter()
+                .map(|info| SourceEntry {
+                    name: info.name.clone(),
+                    description: info.description.clone(),
+                    args: info.args.clone(),
+                    result: toml
+                        .result_schema(&info.name)
+                        .filter(|r| r.as_object().is_none_or(|o| !o.is_empty()))
+                        .cloned(),
+                })
+                .collect();
             return Ok(Sources {
                 names: schemas.keys().cloned().collect(),
                 schemas: ui_host::JsonSchemas::from_json(&Json::Object(schemas)),
                 fields,
+                entries,
             });
         }
         let json: Json = serde_json::from_str(&text)
@@ -101,9 +132,28 @@ impl Sources {
         // Each entry is the JSON Schema of a source's argument record, which is an object
         // (`sources.toml` asks the same of `args`): a misspelled `querySchemas` wrapper
         // would otherwise register one source named after it, and a typo in a `type`
-        // would check nothing.
-        for (source, schema) in entries {
+        // would check nothing. An entry without `type` but with `args` describes the
+        // source: its `args` are that schema.
+        let mut described = Vec::with_capacity(entries.len());
+        for (source, entry) in entries {
             let at = || format!("{}: source `{source}`", path.display());
+            let rich = entry.get("type").is_none() && entry.get("args").is_some();
+            let schema = if rich { &entry["args"] } else { entry };
+            let text = |key: &str| {
+                rich.then(|| entry.get(key).and_then(Json::as_str).map(str::to_owned))
+                    .flatten()
+            };
+            let result = if rich {
+                entry.get("result").cloned()
+            } else {
+                None
+            };
+            described.push(SourceEntry {
+                name: source.clone(),
+                description: text("description"),
+                args: schema.clone(),
+                result,
+            });
             if schema.get("type").and_then(Json::as_str) != Some("object") {
                 let hint = if source.eq_ignore_ascii_case("queryschema") {
                     " (the wrapper is spelled `querySchemas`)"
@@ -117,11 +167,31 @@ impl Sources {
             }
             ui_host::JsonSchema::new(schema).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
         }
+        let args: serde_json::Map<String, Json> = described
+            .iter()
+            .map(|e| (e.name.clone(), e.args.clone()))
+            .collect();
+        let fields = described
+            .iter()
+            .filter_map(|e| {
+                let properties = e.result.as_ref()?.get("items")?.get("properties")?;
+                Some((
+                    e.name.clone(),
+                    properties.as_object()?.keys().cloned().collect(),
+                ))
+            })
+            .collect();
         Ok(Sources {
             names: entries.keys().cloned().collect(),
-            schemas: ui_host::JsonSchemas::from_json(schemas),
-            fields: std::collections::HashMap::new(),
+            schemas: ui_host::JsonSchemas::from_json(&Json::Object(args)),
+            fields,
+            entries: described,
         })
+    }
+
+    /// Each source as the file describes it, in the file's order.
+    pub fn entries(&self) -> &[SourceEntry] {
+        &self.entries
     }
 }
 

@@ -26,6 +26,9 @@ pub enum Command {
     Fallback(FallbackArgs),
     /// Print the agent-facing catalog texts.
     Catalog(CatalogArgs),
+    /// Print the writing guide for agents (docs/guide.md), with the host's sources when
+    /// given; its size goes to standard error.
+    Guide(GuideArgs),
     /// Print the JSON Schemas of the wire types (the list when no type is given).
     Schema(SchemaArgs),
     /// Run the JSON-lines driver on standard input and output (`driver.md`).
@@ -37,8 +40,8 @@ pub enum Command {
     )]
     Serve(ServeArgs),
     /// Serve the Model Context Protocol on standard input and output: tools check_reply,
-    /// preview_reply and describe_component, resource uiblocks://catalog, prompt
-    /// write_ui_block.
+    /// preview_reply and describe_component, resources uiblocks://catalog and
+    /// uiblocks://guide, prompt write_ui_block.
     Mcp(McpArgs),
 }
 
@@ -170,6 +173,19 @@ pub struct CatalogArgs {
     #[arg(long, value_enum, default_value_t = CatalogFormat::Text)]
     pub format: CatalogFormat,
     /// The fence word the texts mention (note and reference).
+    #[arg(long, default_value = ui_core::FENCE_LANGUAGE, value_name = "WORD")]
+    pub fence_language: String,
+}
+
+/// Arguments of `guide`.
+#[derive(Debug, Clone, Args)]
+pub struct GuideArgs {
+    /// The host's query sources to list, with their arguments (and, when the file gives
+    /// them, descriptions and result rows): a `sources.toml`, JSON argument schemas by
+    /// source name, or `{source: {description, args, result}}`.
+    #[arg(long, value_name = "FILE")]
+    pub sources: Option<PathBuf>,
+    /// The fence word the guide and its examples use.
     #[arg(long, default_value = ui_core::FENCE_LANGUAGE, value_name = "WORD")]
     pub fence_language: String,
 }

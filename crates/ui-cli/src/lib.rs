@@ -1,7 +1,7 @@
 //! # ui-cli
 //!
 //! The library behind the `uiblocks` binary: the command line ([`cli`]), the subcommands
-//! ([`commands`]: `check`, `compile`, `fallback`, `catalog`, `schema`, `serve`), the MCP
+//! ([`commands`]: `check`, `compile`, `fallback`, `catalog`, `guide`, `schema`, `serve`), the MCP
 //! server of `uiblocks mcp` ([`mcp`]) and the JSON-lines [`driver`] that exposes the compiler to hosts in any language (`driver.md`).
 //!
 //! ```

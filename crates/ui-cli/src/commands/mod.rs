@@ -13,6 +13,7 @@ use crate::cli::{Command, DriverArgs, McpArgs, SourceArgs};
 pub mod catalog;
 pub mod check;
 pub mod compile;
+pub mod guide;
 pub mod schema;
 pub mod serve;
 
@@ -26,6 +27,7 @@ pub fn run(command: Command) -> ExitCode {
         Command::Compile(args) => compile::run_compile(&args),
         Command::Fallback(args) => compile::run_fallback(&args),
         Command::Catalog(args) => catalog::run(&args),
+        Command::Guide(args) => guide::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Driver(args) => run_driver(&args),
         Command::Serve(args) => serve::run(&args),

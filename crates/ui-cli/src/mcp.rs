@@ -10,7 +10,10 @@
 //!   draw: `{code, message?, nodeId?, fallback?}`);
 //! - tool `describe_component` `{name}`: props, types, parent and child rules, an example;
 //! - resource `uiblocks://catalog`: the agent-facing catalog reference;
-//! - prompt `write_ui_block`: the session note and how to use the tools.
+//! - resource `uiblocks://guide`: the writing guide (`uiblocks guide`), with the server's
+//!   sources when it has them;
+//! - prompt `write_ui_block`: the writing guide (with the server's sources) and how to use
+//!   the tools.
 //!
 //! The tools are plain functions ([`check_reply`], [`preview_reply`],
 //! [`describe_component`]); [`UiblocksMcp`] maps the protocol onto them. Built on `rmcp`,
@@ -41,6 +44,9 @@ use crate::examples::component_example;
 
 /// The URI of the catalog resource.
 pub const CATALOG_URI: &str = "uiblocks://catalog";
+
+/// The URI of the guide resource.
+pub const GUIDE_URI: &str = "uiblocks://guide";
 
 /// The largest `text` a tool accepts (bytes); a reply is far smaller.
 pub const MAX_TEXT_BYTES: usize = 1 << 20;
@@ -382,9 +388,16 @@ pub fn catalog_resource() -> String {
     catalog::reference_text(ui_core::FENCE_LANGUAGE)
 }
 
-/// The text of the `write_ui_block` prompt, for a reply about `task` when given.
-pub fn write_ui_block_prompt(task: Option<&str>) -> String {
-    let mut text = catalog::session_note(ui_core::FENCE_LANGUAGE);
+/// The text of the `uiblocks://guide` resource: the writing guide, listing the host's
+/// `sources` when the server has them.
+pub fn guide_resource(sources: Option<&Sources>) -> String {
+    crate::commands::guide::text(ui_core::FENCE_LANGUAGE, sources)
+}
+
+/// The text of the `write_ui_block` prompt: the writing guide (with the host's `sources`
+/// when given) and how to use the tools, for a reply about `task` when given.
+pub fn write_ui_block_prompt(task: Option<&str>, sources: Option<&Sources>) -> String {
+    let mut text = guide_resource(sources);
     text.push_str(
         "\nBefore you send the reply, call the tool check_reply with the whole reply: fix every \
          error, and every warning unless you mean it. Call preview_reply with sample readings \
@@ -561,8 +574,9 @@ impl ServerHandler for UiblocksMcp {
         )
         .with_server_info(Implementation::new("uiblocks", env!("CARGO_PKG_VERSION")))
         .with_instructions(
-            "Checks and previews replies holding ```ui blocks. Call check_reply with the whole \
-             reply before sending it; read uiblocks://catalog for the components.",
+            "Checks and previews replies holding ```ui blocks. Read uiblocks://guide before \
+             writing one (the language, every component and its values, the host's sources); \
+             call check_reply with the whole reply before sending it.",
         )
     }
 
@@ -601,6 +615,12 @@ impl ServerHandler for UiblocksMcp {
                     "The uiblocks component catalog and language reference for agents",
                 )
                 .with_mime_type("text/plain"),
+            Resource::new(GUIDE_URI, "guide")
+                .with_description(
+                    "The guide to writing ```ui blocks: syntax, queries and the host's sources, \
+                     every component with its props' values, examples",
+                )
+                .with_mime_type("text/markdown"),
         ]))
     }
 
@@ -609,17 +629,17 @@ impl ServerHandler for UiblocksMcp {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        if request.uri != CATALOG_URI {
-            return Err(ErrorData::resource_not_found(
-                format!("no resource {}", request.uri),
-                None,
-            ));
-        }
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(
-            catalog_resource(),
-            CATALOG_URI,
-        )])
-        .into())
+        let (text, uri) = match request.uri.as_str() {
+            CATALOG_URI => (catalog_resource(), CATALOG_URI),
+            GUIDE_URI => (guide_resource(self.sources.as_deref()), GUIDE_URI),
+            other => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
     }
 
     async fn list_prompts(
@@ -632,7 +652,10 @@ impl ServerHandler for UiblocksMcp {
         task.required = Some(false);
         Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
             "write_ui_block",
-            Some("Write a reply with a ```ui block, then check it with check_reply"),
+            Some(
+                "The guide to writing a reply with ```ui blocks (with the host's sources), \
+                 then checking it with check_reply",
+            ),
             Some(vec![task]),
         )]))
     }
@@ -655,7 +678,7 @@ impl ServerHandler for UiblocksMcp {
             .and_then(Json::as_str);
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(
             Role::User,
-            write_ui_block_prompt(task),
+            write_ui_block_prompt(task, self.sources.as_deref()),
         )])
         .into())
     }

@@ -168,9 +168,19 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     .unwrap();
     assert!(unknown.is_err(), "{unknown:?}");
 
-    // The catalog resource and the prompt.
+    // The catalog and guide resources and the prompt.
     let resources = client.list_all_resources().await.unwrap();
     assert_eq!(resources[0].uri, "uiblocks://catalog");
+    assert_eq!(resources[1].uri, "uiblocks://guide");
+    let guide = client
+        .read_resource(ReadResourceRequestParams::new("uiblocks://guide"))
+        .await
+        .unwrap();
+    let guide = match &guide.contents[..] {
+        [rmcp::model::ResourceContents::TextResourceContents { text, .. }] => text.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(guide, ui_cli::commands::guide::text("ui", None));
     let catalog = client
         .read_resource(ReadResourceRequestParams::new("uiblocks://catalog"))
         .await
@@ -187,6 +197,12 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     let prompt = serde_json::to_value(&prompt.messages).unwrap().to_string();
     assert!(prompt.contains("check_reply"), "{prompt}");
     assert!(prompt.contains("the nightly build"), "{prompt}");
+    // The prompt is the guide: every component's values, the rules of text.
+    assert!(prompt.contains("# Writing uiblocks"), "{prompt}");
+    assert!(
+        prompt.contains(r#"`state` `\"done\"|\"running\"|\"pending\"|\"failed\"|\"skipped\"`"#),
+        "{prompt}"
+    );
 
     tokio::time::timeout(LIMIT, client.cancel())
         .await
@@ -238,6 +254,60 @@ async fn check_reply_checks_queries_against_the_hosts_sources() {
     // Without sources both queries are unknown; with the host's, only the empty branch fails.
     assert_eq!(codes_by_server[0], ["unknown_query", "unknown_query"]);
     assert_eq!(codes_by_server[1], ["invalid_query"]);
+}
+
+/// With `--sources`, the guide resource and the `write_ui_block` prompt list the host's
+/// sources, with their descriptions and rows when the file gives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guide_and_the_prompt_list_the_hosts_sources() {
+    let sources = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/agent-tasks/sources.json"
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_uiblocks"));
+    command.args(["mcp", "--sources", sources]);
+    let client = tokio::time::timeout(LIMIT, ().serve(TokioChildProcess::new(command).unwrap()))
+        .await
+        .expect("initialised in time")
+        .unwrap();
+    let loaded = ui_cli::commands::check::Sources::load(std::path::Path::new(sources)).unwrap();
+    let expected = ui_cli::commands::guide::text("ui", Some(&loaded));
+    let guide = tokio::time::timeout(
+        LIMIT,
+        client.read_resource(ReadResourceRequestParams::new("uiblocks://guide")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let guide = match &guide.contents[..] {
+        [rmcp::model::ResourceContents::TextResourceContents { text, .. }] => text.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(guide, expected);
+    assert!(
+        guide.contains("- `metrics.series`: A metric's time series"),
+        "{guide}"
+    );
+    let prompt = tokio::time::timeout(
+        LIMIT,
+        client.get_prompt(GetPromptRequestParams::new("write_ui_block")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let messages = serde_json::to_value(&prompt.messages).unwrap();
+    assert_eq!(messages.as_array().map(Vec::len), Some(1), "{messages}");
+    let text = messages[0]["content"]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with(&expected), "{text}");
+    assert!(text.contains("check_reply"), "{text}");
+    let missing = tokio::time::timeout(
+        LIMIT,
+        client.read_resource(ReadResourceRequestParams::new("uiblocks://nothing")),
+    )
+    .await
+    .unwrap();
+    assert!(missing.is_err(), "{missing:?}");
+    client.cancel().await.unwrap();
 }
 
 /// The errors the check cannot see (an expression in text is judged when the block is

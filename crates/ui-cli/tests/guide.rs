@@ -220,3 +220,73 @@ fn the_rich_sources_format_checks_queries_and_columns() {
     assert_eq!(codes, ["invalid_query", "unknown_column"]);
     assert!(Path::new(&repo().join("docs/guide.md")).exists());
 }
+
+/// The wizard example keeps its step in a visible Segmented, as the guide advises: once a
+/// person has walked to the last step and picked a region, the host accepts its Choice.
+#[test]
+fn the_wizard_examples_choice_is_accepted_after_the_steps() {
+    let text = guide::text("ui", None);
+    let fence = scan_fences(&text, "ui")
+        .into_iter()
+        .find(|f| text[f.code_start..f.code_end].starts_with("$step = "))
+        .expect("the wizard example");
+    let body = &text[fence.code_start..fence.code_end];
+    let options = ui_compiler::CompileOptions {
+        is_final: true,
+        ..ui_compiler::CompileOptions::default()
+    };
+    let block = ui_compiler::compile_block(body, "wizard", &options);
+    assert!(block.diagnostics.is_empty(), "{:?}", block.diagnostics);
+    let mut choice = None;
+    block.walk(&mut |n| {
+        if n.kind == "Choice" {
+            choice = Some(n.id.clone());
+        }
+    });
+    let choice = choice.expect("a Choice");
+    let input = |json: &str| {
+        Value::from_json_str(json)
+            .unwrap()
+            .as_record()
+            .unwrap()
+            .clone()
+    };
+    let clock = ui_core::FrozenClock(0.0);
+    let resolve = |values: &str| {
+        ui_compiler::resolve_choice(
+            &block,
+            &choice,
+            &input(values),
+            &Record::default(),
+            ui_core::UiLimits::DEFAULT,
+            &clock,
+        )
+    };
+    let selection = resolve(r#"{"$step": "confirm", "$region": "us"}"#).unwrap();
+    assert_eq!(selection.context, "Create the service in region us");
+    // Before the last step the Choice is disabled, so it is refused.
+    assert!(resolve(r#"{"$step": "region", "$region": "us"}"#).is_err());
+
+    // What the guide warns against: a step set only by Buttons hidden since.
+    let buttons = "$step = 1\n<Summary>Create the service</Summary>\n\
+        <Show when={$step == 1}><Button action={@Set($step, 2)}>Next</Button></Show>\n\
+        <Show when={$step == 2}><Button action={@Set($step, 3)}>Next</Button></Show>\n\
+        <Choices><Choice disabled={$step != 3}>Create</Choice></Choices>";
+    let block = ui_compiler::compile_block(buttons, "buttons", &options);
+    let mut choice = String::new();
+    block.walk(&mut |n| {
+        if n.kind == "Choice" {
+            choice = n.id.clone();
+        }
+    });
+    let refused = ui_compiler::resolve_choice(
+        &block,
+        &choice,
+        &input(r#"{"$step": 3}"#),
+        &Record::default(),
+        ui_core::UiLimits::DEFAULT,
+        &clock,
+    )
+    .unwrap_err();
+    assert_eq!(refused.code, ui_core::Code::InvalidValue, "{refused:?}");
+}

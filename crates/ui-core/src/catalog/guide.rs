@@ -104,7 +104,9 @@ const EXPRESSIONS: &str = "## Expressions\n\n\
 const STATE: &str = "## State and controls\n\n\
     - Bind a control with `value={$name}`: Switch holds a boolean, Slider a number between \
     `min` and `max`, Segmented one of its Options' values, Checklist an array of its Items' \
-    values. Put the control's label between its tags.\n\
+    values. Put the control's label between its tags. A default is an answer shown as \
+    given: don't preselect a substantive one the person has not chosen (offer a neutral \
+    Option such as \"No preference\").\n\
     - A Button changes local state with one action: `action={@Set($name, constant)}`, \
     `{@Reset($name)}` or `{@Reset()}` (every variable back to its default). It never sends \
     anything.\n\
@@ -300,7 +302,8 @@ fn prop_note(component: &str, prop: &str) -> Option<&'static str> {
         }
         ("Chart", "data") => {
             "each row a `label` field (the axis) plus at most six number fields, e.g. \
-             `{label: \"Mon\", p95: 180}`; rows without `label` get no axis labels"
+             `{label: \"Mon\", p95: 180}`; rows without `label` get no axis labels, so show query \
+             rows that have none in a Table"
         }
         ("Image", "attachment") => "the name of an image the chat already holds",
         ("Show", "when") => "a real boolean, e.g. `{$n > 0}`",
@@ -314,7 +317,6 @@ fn prop_note(component: &str, prop: &str) -> Option<&'static str> {
 /// Advice about a component that its props do not carry.
 fn component_note(component: &str) -> Option<&'static str> {
     Some(match component {
-        "Summary" => "Exactly one, first in the block",
         "Progress" => "The label goes between the tags",
         "Entry" => "The value goes between the tags",
         "Table" => "Without Columns every field of the rows is shown",

@@ -48,9 +48,10 @@ pub enum Command {
 /// Arguments of `mcp`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct McpArgs {
-    /// The host's query sources that `check_reply` checks queries against, as for `check
-    /// --sources` (a `sources.toml` or JSON argument schemas by source name). Without it
-    /// every `@Query` is `unknown_query`.
+    /// The host's query sources that `check_reply` checks queries against and the guide
+    /// (`write_ui_block`, `uiblocks://guide`) lists, as for `check --sources` (a
+    /// `sources.toml`, JSON argument schemas by source name, or `{source: {description,
+    /// args, result}}`). Without it every `@Query` is `unknown_query`.
     #[arg(long, value_name = "FILE")]
     pub sources: Option<PathBuf>,
 }
@@ -97,7 +98,8 @@ pub struct CheckArgs {
     pub quiet: bool,
     /// The host's query sources: a `sources.toml` as `uiblocks serve` reads it (argument
     /// schemas, and the result fields that `unknown_column` checks), or a JSON object of
-    /// argument schemas by source name (`{"querySchemas": {…}}`, as the driver takes it).
+    /// argument schemas by source name (`{"querySchemas": {…}}`, as the driver takes it),
+    /// or `{source: {description, args, result}}` (whose result rows serve `unknown_column`).
     /// Without it every `@Query` is `unknown_query`.
     #[arg(long, value_name = "FILE")]
     pub sources: Option<PathBuf>,

@@ -582,28 +582,8 @@ fn ensure_axe(root: &Path) -> Result<PathBuf, String> {
         apt_install(root, "axe-install", &["npm"])
             .map_err(|step| format!("browser: installing npm failed: {step}"))?;
     }
-    std::fs::create_dir_all(&prefix)
-        .map_err(|e| format!("browser: cannot create {}: {e}", prefix.display()))?;
-    let prefix_text = prefix.to_string_lossy().into_owned();
     let package = format!("axe-core@{AXE_VERSION}");
-    run(
-        root,
-        &Step {
-            label: "axe-install",
-            program: "npm",
-            args: &[
-                "install",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--ignore-scripts",
-                "--prefix",
-                &prefix_text,
-                &package,
-            ],
-            env: &[],
-        },
-    )?;
+    wasm::npm_install(root, "axe-install", &prefix, &package, false)?;
     if present() {
         Ok(script)
     } else {

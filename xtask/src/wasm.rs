@@ -211,27 +211,12 @@ fn optimise(root: &Path, module: &Path) -> Result<(), String> {
             );
             return Ok(());
         }
-        std::fs::create_dir_all(&prefix)
-            .map_err(|e| format!("wasm: cannot create {}: {e}", prefix.display()))?;
-        let prefix_text = prefix.to_string_lossy().into_owned();
-        let package = format!("binaryen@{BINARYEN_VERSION}");
-        run(
+        npm_install(
             root,
-            &Step {
-                label: "wasm-opt-install",
-                program: "npm",
-                args: &[
-                    "install",
-                    "--no-save",
-                    "--ignore-scripts",
-                    "--no-audit",
-                    "--no-fund",
-                    "--prefix",
-                    &prefix_text,
-                    &package,
-                ],
-                env: &[],
-            },
+            "wasm-opt-install",
+            &prefix,
+            &format!("binaryen@{BINARYEN_VERSION}"),
+            false,
         )?;
     }
     let input = module.with_extension("unoptimised.wasm");
@@ -407,26 +392,12 @@ fn ensure_bun(root: &Path) -> Result<PathBuf, String> {
     if reports(&bun) {
         return Ok(bun);
     }
-    std::fs::create_dir_all(&prefix)
-        .map_err(|e| format!("core: cannot create {}: {e}", prefix.display()))?;
-    let prefix_text = prefix.to_string_lossy().into_owned();
-    let package = format!("bun@{BUN_VERSION}");
-    run(
+    npm_install(
         root,
-        &Step {
-            label: "core-bun-install",
-            program: "npm",
-            args: &[
-                "install",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                &prefix_text,
-                &package,
-            ],
-            env: &[],
-        },
+        "core-bun-install",
+        &prefix,
+        &format!("bun@{BUN_VERSION}"),
+        true,
     )?;
     if reports(&bun) {
         Ok(bun)
@@ -436,4 +407,34 @@ fn ensure_bun(root: &Path) -> Result<PathBuf, String> {
             bun.display()
         ))
     }
+}
+
+/// Installs the pinned npm `package` (`name@version`) into the folder `prefix`, without
+/// touching a lock file (`npm install --no-save --prefix`): the tools CI installs under the
+/// target directory (binaryen, Bun, axe-core). Install scripts run only when `scripts`
+/// (Bun's links its platform's binary; the others need none).
+pub(crate) fn npm_install(
+    root: &Path,
+    label: &str,
+    prefix: &Path,
+    package: &str,
+    scripts: bool,
+) -> Result<(), String> {
+    std::fs::create_dir_all(prefix)
+        .map_err(|e| format!("{label}: cannot create {}: {e}", prefix.display()))?;
+    let prefix_text = prefix.to_string_lossy().into_owned();
+    let mut args = vec!["install", "--no-save", "--no-audit", "--no-fund"];
+    if !scripts {
+        args.push("--ignore-scripts");
+    }
+    args.extend(["--prefix", &prefix_text, package]);
+    run(
+        root,
+        &Step {
+            label,
+            program: "npm",
+            args: &args,
+            env: &[],
+        },
+    )
 }

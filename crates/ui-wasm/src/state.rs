@@ -322,6 +322,14 @@ impl StateHandle {
     }
 }
 
+/// What a page submits: its input values and the readings it was shown (JSON records).
+fn submitted(input: &str, queries: &str) -> Result<(Record, Record), JsValue> {
+    Ok((
+        values(input, "the input")?,
+        values(queries, "the readings")?,
+    ))
+}
+
 /// The state a host rebuilds from a page's submission (`uiValidatedState`): every value
 /// checked as something a person could have set on screen.
 ///
@@ -335,8 +343,7 @@ pub fn validated_state(
     options: &str,
 ) -> Result<StateHandle, JsValue> {
     let options = EvalOptions::read(options)?;
-    let input = values(input, "the input")?;
-    let queries = values(queries, "the readings")?;
+    let (input, queries) = submitted(input, queries)?;
     let state = ui_compiler::validated_state(
         &block.block,
         &input,
@@ -381,8 +388,7 @@ pub fn link_targets(
     options: &str,
 ) -> Result<String, JsValue> {
     let options = EvalOptions::read(options)?;
-    let input = values(input, "the input")?;
-    let queries = values(queries, "the readings")?;
+    let (input, queries) = submitted(input, queries)?;
     let targets = ui_links::link_targets(
         &block.block,
         &input,
@@ -409,8 +415,7 @@ pub fn resolve_choice(
     options: &str,
 ) -> Result<String, JsValue> {
     let options = EvalOptions::read(options)?;
-    let input = values(input, "the input")?;
-    let queries = values(queries, "the readings")?;
+    let (input, queries) = submitted(input, queries)?;
     let selection = ui_compiler::resolve_choice(
         &block.block,
         choice_id,

@@ -86,12 +86,13 @@ pub fn check_reply(
         blocks: report.blocks.len(),
         ..Counts::default()
     };
+    let map = ui_core::text::Utf16Map::new(&report.text);
     for index in 0..report.blocks.len() {
         let offset = findings.len();
         let block_findings = report.findings(index);
         counts.add(&block_findings);
         for f in block_findings {
-            let mut v = finding_json(&f);
+            let mut v = finding_json(&f, &map);
             v["block"] = json!(report.blocks[index].id);
             if let Some(cause) = f.cause {
                 v["cause"] = json!(offset + cause);

@@ -724,3 +724,52 @@ result = { type = "array", items = { type = "object", properties = { name = { ty
         assert!(stderr(&out).contains(says), "{json}: {}", stderr(&out));
     }
 }
+
+/// Issue 52: a finding and its fix carry offsets into the checked file (UTF-16 units and
+/// bytes), so an agent applies a fix to the reply it sent, not to the block body the wire
+/// offsets count from. Text before the fence (with a character outside the BMP, two UTF-16
+/// units and four bytes) makes the three kinds of offset differ.
+#[test]
+fn check_json_places_findings_and_fixes_in_the_file() {
+    let reply =
+        "Rollout 🚀 today.\n\n```ui\n$rows = [{name: \"a\"}]\n<Summary>{$rowz}</Summary>\n```\n";
+    let path = temp_file("file-offsets.md", reply);
+    let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
+    let findings = first_block_findings(&out);
+    let typo = findings
+        .iter()
+        .find(|f| f["code"] == "undeclared_reference")
+        .expect("the typo is found");
+    let file = &typo["file"];
+    let (start8, end8) = (
+        file["startUtf8"].as_u64().unwrap() as usize,
+        file["endUtf8"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&reply[start8..end8], "$rowz");
+    let units: Vec<u16> = reply.encode_utf16().collect();
+    let (start16, end16) = (
+        file["start"].as_u64().unwrap() as usize,
+        file["end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(String::from_utf16(&units[start16..end16]).unwrap(), "$rowz");
+    // The wire offsets count from the block body; the file's from the reply's start.
+    assert_ne!(typo["start"], file["start"]);
+    // The fix applied through its file offsets gives the corrected reply.
+    let fix = &typo["fix"];
+    assert_eq!(fix["text"], "$rows");
+    let at = fix["file"]["startUtf8"].as_u64().unwrap() as usize;
+    let to = fix["file"]["endUtf8"].as_u64().unwrap() as usize;
+    let fixed = format!(
+        "{}{}{}",
+        &reply[..at],
+        fix["text"].as_str().unwrap(),
+        &reply[to..]
+    );
+    assert_eq!(fixed, reply.replace("$rowz", "$rows"));
+    let at16 = fix["file"]["start"].as_u64().unwrap() as usize;
+    let to16 = fix["file"]["end"].as_u64().unwrap() as usize;
+    let mut fixed16: Vec<u16> = units[..at16].to_vec();
+    fixed16.extend("$rows".encode_utf16());
+    fixed16.extend_from_slice(&units[to16..]);
+    assert_eq!(String::from_utf16(&fixed16).unwrap(), fixed);
+}

@@ -727,9 +727,21 @@ pub fn render_human(report: &FileReport, path: &str, renderer: &Renderer) -> Str
     out
 }
 
-/// One finding as JSON: `{severity, code, message, start, end, line, column, nodeId?,
-/// fix?: {start, end, text}, cause?}`.
-pub fn finding_json(f: &Finding) -> Json {
+/// One finding as JSON: `{severity, code, message, start, end, line, column, file, nodeId?,
+/// fix?: {start, end, text, file}, cause?}`. `start`/`end` are the wire's (UTF-16 units of
+/// the block source, as the diagnostic has them); `file` places the finding, and a fix, in
+/// the file or reply that was checked, `{start, end}` in UTF-16 units and
+/// `{startUtf8, endUtf8}` in bytes, so a tool can apply a fix to the text it sent. `map` is
+/// the UTF-16 map of that text.
+pub fn finding_json(f: &Finding, map: &Utf16Map) -> Json {
+    let file = |bytes: &Range<usize>| {
+        json!({
+            "start": map.utf16(bytes.start),
+            "end": map.utf16(bytes.end),
+            "startUtf8": bytes.start,
+            "endUtf8": bytes.end,
+        })
+    };
     let mut v = json!({
         "severity": f.severity.as_str(),
         "code": f.code,
@@ -738,12 +750,18 @@ pub fn finding_json(f: &Finding) -> Json {
         "end": f.range.end,
         "line": f.line,
         "column": f.column,
+        "file": file(&f.bytes),
     });
     if let Some(node) = &f.node_id {
         v["nodeId"] = json!(node);
     }
     if let Some(fix) = &f.fix {
-        v["fix"] = json!({"start": fix.fix.start, "end": fix.fix.end, "text": fix.fix.text});
+        v["fix"] = json!({
+            "start": fix.fix.start,
+            "end": fix.fix.end,
+            "text": fix.fix.text,
+            "file": file(&fix.bytes),
+        });
     }
     if let Some(cause) = f.cause {
         v["cause"] = json!(cause);
@@ -754,9 +772,14 @@ pub fn finding_json(f: &Finding) -> Json {
 /// The JSON report of one file: `{file, blocks:[{id, findings:[…]}]}` with the findings
 /// of [`finding_json`] in source order (`cause` is an index into the same list).
 pub fn render_json(report: &FileReport, path: &str) -> Json {
+    let map = Utf16Map::new(&report.text);
     let blocks: Vec<Json> = (0..report.blocks.len())
         .map(|index| {
-            let findings: Vec<Json> = report.findings(index).iter().map(finding_json).collect();
+            let findings: Vec<Json> = report
+                .findings(index)
+                .iter()
+                .map(|f| finding_json(f, &map))
+                .collect();
             json!({"id": report.blocks[index].id, "findings": findings})
         })
         .collect();

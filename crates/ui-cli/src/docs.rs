@@ -123,6 +123,16 @@ pub fn lint_table() -> String {
                  says nothing of fields, so it is never judged",
                 "the closest field within edit distance 2",
             ),
+            LintCode::UnknownOption => (
+                "a `Segmented` whose value as the block starts (its literal, or the default of                  the variable it binds, e.g. `null`) is none of its `Option`s' values, or a                  `Checklist` starting with a value no `Item` offers: a person cannot pick it                  back, and a host refuses a Choice sent while it holds it; judged only when                  every option is a constant written as a direct child",
+                "for a bound `Segmented`, start the variable at the first option",
+            ),
+            LintCode::UnpickableOption => (
+                "an `Option` of a bound `Segmented` whose value is of another kind than the \
+                 variable's default (text against a `null` default): picking it always fails, \
+                 since a variable keeps the kind of its default",
+                "—",
+            ),
             _ => ("", "—"),
         };
         out.push_str(&format!("| `{}` | {finds} | {fix} |\n", code.as_str()));

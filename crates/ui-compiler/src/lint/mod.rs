@@ -52,17 +52,26 @@ pub enum LintCode {
     ConstantCondition,
     /// A `Column` whose `key` is in none of the known rows.
     UnknownColumn,
+    /// A `Segmented` or `Checklist` whose value (its literal, or the default of the
+    /// variable it binds) is none of the values its `Option`s or `Item`s offer.
+    UnknownOption,
+    /// An `Option` of a bound `Segmented` whose value is of another kind than the bound
+    /// variable's default (text against `null`, say): picking it always fails, since a
+    /// variable keeps the kind of its default.
+    UnpickableOption,
 }
 
 impl LintCode {
     /// Every code, in the order of the documentation.
-    pub const ALL: [LintCode; 6] = [
+    pub const ALL: [LintCode; 8] = [
         LintCode::UndeclaredReference,
         LintCode::UnusedDeclaration,
         LintCode::UnlabelledControl,
         LintCode::MissingAlt,
         LintCode::ConstantCondition,
         LintCode::UnknownColumn,
+        LintCode::UnknownOption,
+        LintCode::UnpickableOption,
     ];
 
     /// The code as written in output (`undeclared_reference`, …).
@@ -74,6 +83,8 @@ impl LintCode {
             LintCode::MissingAlt => "missing_alt",
             LintCode::ConstantCondition => "constant_condition",
             LintCode::UnknownColumn => "unknown_column",
+            LintCode::UnknownOption => "unknown_option",
+            LintCode::UnpickableOption => "unpickable_option",
         }
     }
 }
@@ -508,6 +519,9 @@ impl<'a> Linter<'a> {
                 None,
             );
         }
+        if matches!(kind, "Segmented" | "Checklist") {
+            self.offered(node, props);
+        }
         if kind == "Table"
             && let Some(fields) = self.row_fields(node)
         {
@@ -516,6 +530,132 @@ impl<'a> Linter<'a> {
             for column in columns {
                 self.column(column, &fields);
             }
+        }
+    }
+
+    /// `unknown_option`: a Segmented (or Checklist) whose value, as the block starts, is
+    /// none of the values its Options (Items) offer. Nothing is said when the offered values
+    /// are not all constants written as its direct children (an Option in Each or Show, a
+    /// computed value) or when the value itself is computed: only what the block shows
+    /// before anyone acts is judged. A person can never pick such a value back, and a host
+    /// refuses a Choice sent while the control holds it (no visible control offers it).
+    fn offered(&mut self, node: &Node, props: &[scan::PropText<'_>]) {
+        let child = if node.kind == "Segmented" {
+            "Option"
+        } else {
+            "Item"
+        };
+        let mut offered = Vec::new();
+        let mut options = Vec::new();
+        for c in &node.children {
+            if c.is_text() && c.expressions.is_empty() {
+                continue;
+            }
+            match (c.kind == child, c.props.get("value")) {
+                (true, Some(value)) => {
+                    offered.push(value);
+                    options.push(c);
+                }
+                _ => return,
+            }
+        }
+        if offered.is_empty() {
+            return;
+        }
+        let bound = node.bindings.get("value");
+        // A default that no Option offers is `unknown_option`'s (below, with its fix); one
+        // that some Option offers leaves the Options of other kinds unpickable.
+        if node.kind == "Segmented"
+            && let Some(name) = bound
+            && let Some(default) = self.block.defaults.get(name.as_str())
+            && offered.contains(&default)
+        {
+            self.unpickable(name, default, &options, &offered);
+        }
+        let (value, declaration) = match (bound, node.props.get("value")) {
+            (Some(name), _) => match self.block.defaults.get(name.as_str()) {
+                Some(default) => (default, self.decls.iter().find(|d| d.name == name)),
+                None => return,
+            },
+            (None, Some(value)) => (value, None),
+            (None, None) => return,
+        };
+        let missing: Vec<&Value> = if node.kind == "Segmented" {
+            (!offered.contains(&value))
+                .then_some(value)
+                .into_iter()
+                .collect()
+        } else {
+            match value {
+                Value::Array(items) => items.iter().filter(|v| !offered.contains(v)).collect(),
+                _ => return,
+            }
+        };
+        let Some(first) = missing.first() else {
+            return;
+        };
+        let list: Vec<String> = offered.iter().map(|v| v.to_string()).collect();
+        let what = if node.kind == "Segmented" {
+            format!("This Segmented starts at {first}, which none of its Options offers")
+        } else {
+            format!("This Checklist starts with {first} checked, which none of its Items offers")
+        };
+        let message = match bound {
+            Some(name) if node.kind == "Segmented" && value.kind() != offered[0].kind() => format!(
+                "`{name}` starts as {first}, and a variable keeps the kind of its default, so \
+                 picking any of this Segmented's Options ({}) fails; start it at one of them",
+                list.join(", ")
+            ),
+            _ => format!(
+                "{what} ({}): a person cannot pick it back, and a Choice sent before they \
+                 change it is refused",
+                list.join(", ")
+            ),
+        };
+        let at = props
+            .iter()
+            .find(|p| p.name == "value")
+            .map_or_else(|| Self::tag_span(node), |p| p.value_bytes.clone());
+        // A Segmented bound to a declared default: start it at its first option.
+        let fix = match (node.kind.as_ref(), declaration) {
+            ("Segmented", Some(d)) => {
+                let text = &self.source[d.value_bytes.clone()];
+                let start = d.value_bytes.start + (text.len() - text.trim_start().len());
+                let end = d.value_bytes.start + text.trim_end().len();
+                Some((start..end, offered[0].to_string()))
+            }
+            _ => None,
+        };
+        self.push(LintCode::UnknownOption, message, at, Some(node), fix);
+    }
+
+    /// `unpickable_option`: each Option of a Segmented bound to `name` whose value is of
+    /// another kind than `name`'s `default` (a change of kind is refused when set).
+    fn unpickable(&mut self, name: &str, default: &Value, options: &[&Node], offered: &[&Value]) {
+        for (option, value) in options.iter().zip(offered) {
+            if value.kind() == default.kind() {
+                continue;
+            }
+            let at = tag_props(
+                self.source,
+                option.bytes.start as usize,
+                Self::tag_limit(option),
+            )
+            .iter()
+            .find(|p| p.name == "value")
+            .map_or_else(|| Self::tag_span(option), |p| p.value_bytes.clone());
+            self.push(
+                LintCode::UnpickableOption,
+                format!(
+                    "Picking this Option ({value}) always fails: `{name}` starts as {default}, \
+                     and a variable keeps the kind of its default; give every Option and the \
+                     default values of one kind (for \"not picked yet\", an Option \
+                     `value=\"\"` and the default `\"\"`)"
+                ),
+                at,
+                Some(option),
+                None,
+            );
         }
     }
 

@@ -320,7 +320,12 @@ fn component_note(component: &str) -> Option<&'static str> {
         "Progress" => "The label goes between the tags",
         "Entry" => "The value goes between the tags",
         "Table" => "Without Columns every field of the rows is shown",
-        "Segmented" => "The value must be one of its Options' values",
+        "Segmented" => {
+            "The value must be one of its Options' values, and so must the default of the \
+             variable it binds (never `null` for text options: a variable keeps the kind of \
+             its default, so every pick would fail); for \"not picked yet\" offer an Option \
+             `value=\"\"`"
+        }
         _ => return None,
     })
 }

@@ -62,20 +62,22 @@ fn check_ok_file_exits_0() {
     assert_eq!(stderr(&quiet), "");
 }
 
-/// A reply whose block compiles but has three lints, one error with a follow-on, and an
-/// expression error.
+/// A reply whose block compiles clean but has three lints; one of them, the typo `$rowz`,
+/// also fails when the block is drawn.
 const LINTED_REPLY: &str = "Intro.\n\n```ui\n$rows = [{name: \"a\"}]\n$unused = 1\n\
     <Summary>{@Count($rowz)}</Summary>\n<Table rows={$rows}><Column key=\"nmae\"/></Table>\n```\n";
 
 #[test]
-fn check_prints_lints_as_warnings_with_fixes_and_exits_0() {
+fn check_prints_lints_as_warnings_with_fixes_and_what_drawing_finds() {
     let path = temp_file("lints.md", LINTED_REPLY);
     let out = run(&["check", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The typo reads a name the block does not have: drawing the Summary fails.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     // In source order, each with its help.
     let order: Vec<usize> = [
         "warning[unused_declaration]",
+        "error[refused_access]: When the block is first drawn",
         "warning[undeclared_reference]",
         "help: replace with `$rows`",
         "warning[unknown_column]",
@@ -87,12 +89,19 @@ fn check_prints_lints_as_warnings_with_fixes_and_exits_0() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert!(text.contains("help: remove it"), "{text}");
     assert!(text.contains("lints.md:6:18"), "{text}");
-    assert_eq!(stderr(&out), "ok: 1 file, 1 block, 0 errors, 3 warnings\n");
-    // --deny-warnings fails on them.
-    let denied = run(&["check", "--deny-warnings", path.to_str().unwrap()]);
+    assert_eq!(
+        stderr(&out),
+        "failed: 1 file, 1 block, 1 error, 3 warnings; 1 file with findings\n"
+    );
+    // Without the typo the lints alone are warnings: exit 0, and --deny-warnings fails.
+    let fixed = temp_file("lints-fixed.md", &LINTED_REPLY.replace("$rowz", "$rows"));
+    let out = run(&["check", fixed.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stderr(&out), "ok: 1 file, 1 block, 0 errors, 2 warnings\n");
+    let denied = run(&["check", "--deny-warnings", fixed.to_str().unwrap()]);
     assert_eq!(denied.status.code(), Some(1));
     assert!(
-        stderr(&denied).contains("3 warnings"),
+        stderr(&denied).contains("2 warnings"),
         "{}",
         stderr(&denied)
     );
@@ -772,4 +781,45 @@ fn check_json_places_findings_and_fixes_in_the_file() {
     fixed16.extend("$rows".encode_utf16());
     fixed16.extend_from_slice(&units[to16..]);
     assert_eq!(String::from_utf16(&fixed16).unwrap(), fixed);
+}
+
+/// Issue 52: `check` draws each block as it starts, so a block that compiles clean but
+/// fails when drawn (an array shown as text) is an error; a node that reads a live query,
+/// which has no reading yet, is not judged.
+#[test]
+fn check_reports_what_drawing_the_block_finds() {
+    let broken =
+        "```ui\n$tags = [\"a\", \"b\"]\n<Summary>Tags</Summary>\n<Tag>{$tags}</Tag>\n```\n";
+    let path = temp_file("drawn-broken.md", broken);
+    let out = run(&["check", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let findings = first_block_findings(&out);
+    let drawn: Vec<&Json> = findings
+        .iter()
+        .filter(|f| {
+            f["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("When the block is first drawn")
+        })
+        .collect();
+    assert_eq!(drawn.len(), 1, "{findings:?}");
+    assert_eq!(drawn[0]["severity"], "error");
+    assert_eq!(drawn[0]["code"], "invalid_value");
+    let at = drawn[0]["file"]["startUtf8"].as_u64().unwrap() as usize;
+    assert!(broken[at..].starts_with("{$tags}"), "{}", &broken[at..]);
+
+    let sources = temp_file(
+        "drawn-sources.json",
+        r#"{"querySchemas": {"ci.runs": {"type": "object"}}}"#,
+    );
+    let live = "```ui\n$runs = @Query(\"ci.runs\", {})\n<Summary>Runs</Summary>\n<Tag>{$runs[0].title}</Tag>\n```\n";
+    let path = temp_file("drawn-live.md", live);
+    let out = run(&[
+        "check",
+        "--sources",
+        sources.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }

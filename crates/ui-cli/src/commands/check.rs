@@ -19,11 +19,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value as Json, json};
 use ui_compiler::expr::parse_stop;
 use ui_compiler::{
-    Block, CompileOptions, Fence, Lint, LintFix, LintOptions, QueryFields, QuerySchemas,
-    lint_block, scan_fences,
+    Block, CompileOptions, Fence, Lint, LintFix, LintOptions, Node, QueryFields, QuerySchemas,
+    UiState, evaluate_block, lint_block, scan_fences,
 };
 use ui_core::text::Utf16Map;
-use ui_core::{Code, Diagnostic, TextRange};
+use ui_core::{Code, Diagnostic, FrozenClock, TextRange, UiLimits};
 
 use super::{EXIT_USAGE, compile_text, read_source};
 use crate::cli::{CheckArgs, CheckFormat, SourceArgs};
@@ -463,12 +463,84 @@ impl FileReport {
                 });
             }
         }
+        if let Some(offset) = offset {
+            findings.extend(self.drawn(index, offset));
+        }
         findings.sort_by_key(|f| (f.origin, f.severity == Severity::Warning));
         let causes = self.causes(&findings);
         for (finding, cause) in findings.iter_mut().zip(causes) {
             finding.cause = cause;
         }
         findings
+    }
+
+    /// What drawing block `index` as it starts finds (issue 52: `check` never says ok to a
+    /// block that fails when drawn): a complete block without compile diagnostics is
+    /// evaluated with its defaults, as a page
+    /// first draws it, and each evaluation diagnostic of a node becomes an error, once per
+    /// compiled node (a budget once per block), unless it, or a node around it, reads a
+    /// live query, which has no reading yet:
+    /// such a node draws its fallback until the first reading, which is no failure. The
+    /// clock is frozen, so the result does not depend on the machine's speed. `offset` is
+    /// where the block source starts in the file.
+    fn drawn(&self, index: usize, offset: usize) -> Vec<Finding> {
+        let block = &self.blocks[index];
+        // A block the compile found problems in is judged by those: drawing it would mostly
+        // repeat them (a query that failed reads as an unknown name).
+        if !block.complete || !block.diagnostics.is_empty() {
+            return Vec::new();
+        }
+        let clock = FrozenClock(0.0);
+        let Ok(state) = UiState::new(block, UiLimits::DEFAULT) else {
+            return Vec::new();
+        };
+        let Ok(view) = evaluate_block(block, &state, UiLimits::DEFAULT, Some(&clock)) else {
+            return Vec::new();
+        };
+        let mut nodes = Vec::new();
+        compiled_nodes(&block.nodes, block, false, &mut nodes);
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for d in &view.diagnostics {
+            let Some((node, reads_query)) = d.node_id.as_deref().and_then(|id| {
+                // An Each's copies are `<compiled id>:<index>`: the compiled node is the
+                // longest prefix that is one.
+                let mut id = id;
+                loop {
+                    if let Some(found) = nodes.iter().find(|(n, _)| n.id == id) {
+                        return Some(*found);
+                    }
+                    id = &id[..id.rfind(':')?];
+                }
+            }) else {
+                continue;
+            };
+            // A budget stops the whole drawing: said once.
+            let key = if d.code == Code::BudgetExceeded {
+                ""
+            } else {
+                node.id.as_str()
+            };
+            if reads_query || !seen.insert((d.code, key)) {
+                continue;
+            }
+            let bytes = offset + node.bytes.start as usize..offset + node.bytes.end as usize;
+            let (line, column) = line_column(&self.text, bytes.start);
+            out.push(Finding {
+                severity: Severity::Error,
+                code: d.code.as_str(),
+                message: format!("When the block is first drawn: {}", d.message),
+                range: d.range,
+                node_id: Some(node.id.clone()),
+                origin: bytes.start,
+                bytes,
+                line,
+                column,
+                fix: None,
+                cause: None,
+            });
+        }
+        out
     }
 
     /// For each of `located` (the diagnostics of block `index`), the bytes of the `@Query`
@@ -592,6 +664,26 @@ impl FileReport {
 }
 
 /// The source a query's diagnostic (`unknown_query`, `invalid_query`) names.
+/// Every node of `nodes` (depth first) with whether it, or a node around it (`inside`),
+/// reads one of `block`'s live queries in a prop or its text.
+fn compiled_nodes<'b>(
+    nodes: &'b [Node],
+    block: &Block,
+    inside: bool,
+    out: &mut Vec<(&'b Node, bool)>,
+) {
+    for node in nodes {
+        let mut reads = inside;
+        for expr in node.expressions.values() {
+            expr.visit_references(&mut |name| {
+                reads |= block.queries.contains_key(name);
+            });
+        }
+        out.push((node, reads));
+        compiled_nodes(&node.children, block, reads, out);
+    }
+}
+
 fn query_source(diagnostic: &Diagnostic) -> Option<&str> {
     matches!(diagnostic.code, Code::UnknownQuery | Code::InvalidQuery)
         .then(|| backticked(&diagnostic.message))

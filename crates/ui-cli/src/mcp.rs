@@ -9,6 +9,8 @@
 //!   evaluationErrors}], unusedReadings}`, `evaluationErrors` what the evaluation could not
 //!   draw: `{code, message?, nodeId?, fallback?}`);
 //! - tool `describe_component` `{name}`: props, types, parent and child rules, an example;
+//! - tool `list_sources` `{}`: the host's query sources (`--sources`) with their argument
+//!   and result schemas and descriptions, to write `$name = @Query("source", {args})`;
 //! - resource `uiblocks://catalog`: the agent-facing catalog reference;
 //! - resource `uiblocks://guide`: the writing guide (`uiblocks guide`), with the server's
 //!   sources when it has them;
@@ -284,6 +286,50 @@ fn short(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// `list_sources`: the host's query sources, each `{name, description?, args, result?}` (the
+/// JSON Schemas of its argument record and of its rows), from `--sources`; none without.
+pub fn list_sources(sources: Option<&Sources>) -> ToolAnswer {
+    let entries = sources.map(Sources::entries).unwrap_or_default();
+    if entries.is_empty() {
+        return ToolAnswer {
+            text: "The host registered no query sources: write no @Query (a block that \
+                   declares one fails with unknown_query)."
+                .to_owned(),
+            structured: json!({"sources": []}),
+            is_error: false,
+        };
+    }
+    let mut text = String::from(
+        "Query sources (declare one as $name = @Query(\"source\", {args}) before any tag):\n",
+    );
+    let list: Vec<Json> = entries
+        .iter()
+        .map(|e| {
+            text.push_str(&format!("- {}", e.name));
+            if let Some(description) = &e.description {
+                text.push_str(&format!(": {description}"));
+            }
+            text.push_str(&format!("\n  args: {}\n", e.args));
+            if let Some(result) = &e.result {
+                text.push_str(&format!("  result: {result}\n"));
+            }
+            let mut entry = json!({"name": e.name, "args": e.args});
+            if let Some(description) = &e.description {
+                entry["description"] = json!(description);
+            }
+            if let Some(result) = &e.result {
+                entry["result"] = result.clone();
+            }
+            entry
+        })
+        .collect();
+    ToolAnswer {
+        text,
+        structured: json!({"sources": list}),
+        is_error: false,
+    }
+}
+
 /// `describe_component`: the catalog entry of `name` with an example block.
 pub fn describe_component(name: &str) -> ToolAnswer {
     let Some(component) = catalog::lookup(name) else {
@@ -402,7 +448,8 @@ pub fn write_ui_block_prompt(task: Option<&str>, sources: Option<&Sources>) -> S
     text.push_str(
         "\nBefore you send the reply, call the tool check_reply with the whole reply: fix every \
          error, and every warning unless you mean it. Call preview_reply with sample readings \
-         to see what a person will see, and describe_component when unsure of a component.\n",
+         to see what a person will see, describe_component when unsure of a component, and \
+         list_sources for the host's live query sources.\n",
     );
     if let Some(task) = task.filter(|t| !t.trim().is_empty()) {
         text.push_str(&format!("\nWrite a reply with a UI block for: {task}\n"));
@@ -417,7 +464,7 @@ fn schema(value: Json) -> Arc<JsonObject> {
     }
 }
 
-/// The three tools with their input schemas.
+/// The four tools with their input schemas.
 pub fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
@@ -457,6 +504,12 @@ pub fn tools() -> Vec<Tool> {
                 "properties": {"name": {"type": "string", "description": "The component name, e.g. Table."}},
                 "required": ["name"]
             })),
+        ),
+        Tool::new(
+            "list_sources",
+            "List the host's live query sources: each name with its description, the JSON \
+             Schema of its arguments and of its rows, for `$name = @Query(\"source\", {args})`.",
+            schema(json!({"type": "object", "properties": {}})),
         ),
     ]
 }
@@ -536,6 +589,7 @@ pub fn call(
             ))
         }),
         "describe_component" => string_arg(args, "name").map(describe_component),
+        "list_sources" => Ok(list_sources(sources.map(Arc::as_ref))),
         other => {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{other}`"),
@@ -576,8 +630,9 @@ impl ServerHandler for UiblocksMcp {
         .with_server_info(Implementation::new("uiblocks", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Checks and previews replies holding ```ui blocks. Read uiblocks://guide before \
-             writing one (the language, every component and its values, the host's sources); \
-             call check_reply with the whole reply before sending it.",
+             writing one (the language, every component and its values, the host's sources; \
+             list_sources lists the sources alone); call check_reply with the whole reply \
+             before sending it.",
         )
     }
 

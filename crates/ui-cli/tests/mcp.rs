@@ -36,8 +36,22 @@ async fn an_rmcp_client_lists_and_calls_the_tools() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["check_reply", "describe_component", "preview_reply"]
+        [
+            "check_reply",
+            "describe_component",
+            "list_sources",
+            "preview_reply"
+        ]
     );
+    // Without --sources there are none, and the answer says to write no @Query.
+    let none = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(CallToolRequestParams::new("list_sources")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(none.structured_content.unwrap()["sources"], json!([]));
 
     // check_reply: a lint with a fix and an error, in structured content.
     let reply =
@@ -307,6 +321,24 @@ async fn the_guide_and_the_prompt_list_the_hosts_sources() {
     .await
     .unwrap();
     assert!(missing.is_err(), "{missing:?}");
+    // list_sources: every source of the file, with its schemas and description.
+    let listed = tokio::time::timeout(
+        LIMIT,
+        client.call_tool(CallToolRequestParams::new("list_sources")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let listed = listed.structured_content.unwrap();
+    let listed = listed["sources"].as_array().unwrap();
+    assert_eq!(listed.len(), loaded.entries().len());
+    let series = listed
+        .iter()
+        .find(|s| s["name"] == "metrics.series")
+        .expect("metrics.series is listed");
+    assert_eq!(series["args"]["type"], "object");
+    assert!(series["result"].is_object(), "{series}");
+    assert!(series["description"].is_string(), "{series}");
     client.cancel().await.unwrap();
 }
 

@@ -7,7 +7,8 @@
 //!   outline of the evaluated view, with `readings` as sample query results
 //!   (`structuredContent` `{fallbackText, blocks: [{id, outline, diagnostics,
 //!   evaluationErrors}], unusedReadings}`, `evaluationErrors` what the evaluation could not
-//!   draw: `{code, message?, nodeId?, fallback?}`);
+//!   draw, each failure once: `{code, message, nodeId?, fallback?}`, a live query without a
+//!   reading said as "no reading yet for `$name`");
 //! - tool `describe_component` `{name}`: props, types, parent and child rules, an example;
 //! - tool `list_sources` `{}`: the host's query sources (`--sources`) with their argument
 //!   and result schemas and descriptions, to write `$name = @Query("source", {args})`;
@@ -184,13 +185,40 @@ pub fn preview_reply(text: &str, readings: &Record, block: bool) -> ToolAnswer {
                     outline_node(node, 0, &mut outline);
                     node_errors(node, &mut errors);
                 }
+                // Each failure once: a diagnostic about a node that drew its fallback is
+                // that node's entry's message.
+                let unread: Vec<&str> = b
+                    .queries
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|name| !mine.contains_key(*name))
+                    .collect();
                 for d in &view.diagnostics {
-                    outline.push_str(&format!("! {}: {}\n", d.code, d.message));
-                    let mut error = json!({"code": d.code.as_str(), "message": d.message});
-                    if let Some(id) = &d.node_id {
-                        error["nodeId"] = json!(id);
+                    let message = match unread.iter().find(|name| d.message.contains(**name)) {
+                        Some(name) if d.code == ui_core::Code::RefusedAccess => format!(
+                            "no reading yet for `{name}` (a live query): this part draws its \
+                             fallback until the first reading (pass `readings` to preview it)"
+                        ),
+                        _ => d.message.clone(),
+                    };
+                    outline.push_str(&format!("! {}: {message}\n", d.code));
+                    let known = d.node_id.as_ref().and_then(|id| {
+                        errors.iter_mut().find(|e| {
+                            e["nodeId"].as_str() == Some(id.as_str())
+                                && e["code"].as_str() == Some(d.code.as_str())
+                                && e.get("message").is_none()
+                        })
+                    });
+                    match known {
+                        Some(entry) => entry["message"] = json!(message),
+                        None => {
+                            let mut error = json!({"code": d.code.as_str(), "message": message});
+                            if let Some(id) = &d.node_id {
+                                error["nodeId"] = json!(id);
+                            }
+                            errors.push(error);
+                        }
                     }
-                    errors.push(error);
                 }
             }
             Err(e) => {

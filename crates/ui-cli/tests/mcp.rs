@@ -359,3 +359,43 @@ fn preview_reply_lists_what_the_evaluation_could_not_draw() {
         );
     }
 }
+
+/// Issue 52: each failure once in `evaluationErrors` (a node drawn as its fallback carries
+/// the diagnostic's message), and a live query without a reading said as such, not as an
+/// unknown field.
+#[test]
+fn preview_reply_says_each_failure_once_and_names_a_query_without_a_reading() {
+    let reply = "```ui\n$rows = [1, 2]\n<Summary>{@Round(1, 2, 3)}</Summary>\n```\n";
+    let answer = ui_cli::mcp::preview_reply(reply, &ui_core::Record::default(), false);
+    let errors = answer.structured["blocks"][0]["evaluationErrors"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut ids: Vec<&str> = errors.iter().filter_map(|e| e["nodeId"].as_str()).collect();
+    let before = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "one entry per failure: {errors:?}");
+    assert!(
+        errors.iter().all(|e| e["message"].is_string()),
+        "{errors:?}"
+    );
+
+    let live = "```ui\n$incidents = @Query(\"incidents.open\", {})\n<Summary>{@Count($incidents)} open</Summary>\n```\n";
+    let answer = ui_cli::mcp::preview_reply(live, &ui_core::Record::default(), false);
+    let errors = answer.structured["blocks"][0]["evaluationErrors"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        errors.iter().any(|e| e["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("no reading yet for `$incidents` (a live query)"))),
+        "{errors:?}"
+    );
+    assert!(
+        !answer.text.contains("Unknown own field"),
+        "{}",
+        answer.text
+    );
+}

@@ -5,9 +5,9 @@
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
 
 import * as core from '../src/index.js';
+import { comparable, corpus, querySchemas } from './corpus.mjs';
 import {
     UiFailure, UiCompiler, UiState, compileUi, compileUiBlock, evaluateUiBlock, uiInputValues,
     uiValidatedState, uiQueryArguments, uiLinkTargets, resolveUiChoice, uiQueryFallback,
@@ -56,38 +56,6 @@ function label(node) {
     return walk(node.children).filter((n) => n.type === '$text').map((n) => n.props.text).join('');
 }
 
-const IGNORED = new Set(['message', 'expressions', 'expression']);
-/** `value` without the keys a comparison with the corpus ignores (driver.md). */
-function comparable(value) {
-    if (Array.isArray(value)) return value.map(comparable);
-    if (value !== null && typeof value === 'object') {
-        return Object.fromEntries(Object.entries(value)
-            .filter(([key]) => !IGNORED.has(key))
-            .map(([key, inner]) => [key, comparable(inner)]));
-    }
-    return value;
-}
-
-const CORPUS = new URL('../../../tests/data/conformance/', import.meta.url);
-const corpusJson = (name) => JSON.parse(readFileSync(new URL(name, CORPUS), 'utf8'));
-const { querySchemas } = corpusJson('hosts.json');
-const corpus = readdirSync(CORPUS)
-    .filter((name) => name.endsWith('.md') && name !== 'README.md')
-    .sort()
-    .map((file) => {
-        const name = file.slice(0, -'.md'.length);
-        const input = existsSync(new URL(`${name}.input.json`, CORPUS)) ? corpusJson(`${name}.input.json`) : {};
-        return {
-            name,
-            text: readFileSync(new URL(file, CORPUS), 'utf8'),
-            input,
-            expected: corpusJson(`${name}.expected.json`),
-            options: {
-                id: 'reply', final: input.final ?? true, fenceLanguage: input.fenceLanguage,
-                latestAttachment: input.latestAttachment, querySchemas, now: () => 0
-            }
-        };
-    });
 const corpusCase = (name) => corpus.find((c) => c.name === name);
 
 /** Evaluation limits of the corpus: wall-clock budgets off (driver.md, `clock: "frozen"`). */

@@ -4,12 +4,11 @@
 // It compiles, evaluates, edits a state, fails, asks the driver and recovers from a trap,
 // checks the corpus's compile sections, and exits non-zero on the first mismatch.
 
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
-
 import {
     UiFailure, UiState, UiCompiler, compileUi, evaluateUiBlock, uiFallbackText, uiDriverAnswer,
     uiInputValues, __trapForTests
 } from '../src/index.js';
+import { corpus } from './corpus.mjs';
 
 const runtime = typeof globalThis.Bun === 'object' ? `bun ${globalThis.Bun.version}` : `node ${process.versions.node}`;
 let checks = 0;
@@ -106,18 +105,9 @@ same(state.scope(), { $n: 5, $mode: 'b', $xs: ['p', 'q'] }, 'state after the tra
 same(evaluateUiBlock(block, state), view, 'evaluate after the trap');
 
 // The corpus's compile sections.
-const corpus = new URL('../../../tests/data/conformance/', import.meta.url);
-const { querySchemas } = JSON.parse(readFileSync(new URL('hosts.json', corpus), 'utf8'));
 let cases = 0;
-for (const file of readdirSync(corpus).filter((f) => f.endsWith('.md') && f !== 'README.md').sort()) {
-    const name = file.slice(0, -3);
-    const text = readFileSync(new URL(file, corpus), 'utf8');
-    const input = existsSync(new URL(`${name}.input.json`, corpus)) ? JSON.parse(readFileSync(new URL(`${name}.input.json`, corpus), 'utf8')) : {};
-    const expected = JSON.parse(readFileSync(new URL(`${name}.expected.json`, corpus), 'utf8')).compile;
-    const got = compileUi(text, {
-        id: 'reply', final: input.final ?? true, fenceLanguage: input.fenceLanguage,
-        latestAttachment: input.latestAttachment, querySchemas, now: () => 0
-    });
+for (const { name, text, expected: { compile: expected }, options } of corpus) {
+    const got = compileUi(text, options);
     same(sorted(got), sorted(expected.blocks), `corpus ${name}: blocks`);
     same(uiFallbackText(text, got), expected.fallbackText, `corpus ${name}: fallback text`);
     cases += 1;

@@ -1,18 +1,18 @@
 #!/usr/bin/env node
 // @uiblocks/core against the reference TypeScript package, side by side in one Node.js process,
 // on the workloads of the shared benchmark set (the inputs in benches/data, described by the shared
-// set's README, /work/shared/bench/README.md).
+// set's README, ../shared/bench/README.md beside the repository).
 //
 //   node packages/core/bench/bench.mjs [--runs 60] [--warmup 10] [--only stats100,streaming]
 //                                      [--blocks] [--json-only]
 //
 // Environment:
 //   UIBLOCKS_REFERENCE   the reference's module file (an ES module exporting the reference API:
-//                        compileUi, compileUiBlock, UiCompiler, UiState, evaluateUiBlock). Default
-//                        /work/ref/intelligent-ui/dist/index.mjs when that file exists; set it to an
-//                        empty string to time ours only. Nothing of the reference lives in this repo.
+//                        compileUi, compileUiBlock, UiCompiler, UiState, evaluateUiBlock), built
+//                        outside the repository (README.md beside this file says how). Unset or
+//                        empty: ours only. Nothing of the reference lives in this repo.
 //   UIBLOCKS_BENCH_DATA  the directory of the inputs (*.txt.gz). Default: the repo copy
-//                        benches/data, else /work/shared/bench.
+//                        benches/data, else ../shared/bench beside the repository.
 //   UIBLOCKS_WASM        another build of the .wasm to load with the package's glue (an opt-level
 //                        variant bound by the same wasm-bindgen); its sizes are the ones printed.
 //
@@ -38,7 +38,6 @@ const PACKAGE = new URL('..', import.meta.url);
 const WASM_FILE = process.env.UIBLOCKS_WASM ? pathToFileURL(process.env.UIBLOCKS_WASM) : new URL('wasm/uiblocks_core_bg.wasm', PACKAGE);
 const GLUE_FILE = new URL('wasm/uiblocks_core.js', PACKAGE);
 const API_FILE = new URL('src/index.js', PACKAGE);
-const DEFAULT_REFERENCE = '/work/ref/intelligent-ui/dist/index.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Arguments.
@@ -68,13 +67,11 @@ const glue = await import('../wasm/uiblocks_core.js');
 /** The module's exports (the glue hands back the instance it already has). */
 const exports = glue.initSync();
 
-const referencePath = process.env.UIBLOCKS_REFERENCE ?? (existsSync(DEFAULT_REFERENCE) ? DEFAULT_REFERENCE : '');
+const referencePath = process.env.UIBLOCKS_REFERENCE ?? '';
 let ref = null;
 let referenceNote;
 if (referencePath === '') {
-    referenceNote = process.env.UIBLOCKS_REFERENCE === ''
-        ? 'absent (UIBLOCKS_REFERENCE is empty): ours only'
-        : `absent (UIBLOCKS_REFERENCE unset and no module at ${DEFAULT_REFERENCE}): ours only`;
+    referenceNote = 'absent (UIBLOCKS_REFERENCE names no module): ours only';
 } else if (!existsSync(referencePath)) {
     referenceNote = `absent (${referencePath} does not exist): ours only`;
 } else {
@@ -88,7 +85,7 @@ if (referencePath === '') {
 const dataDirs = [
     process.env.UIBLOCKS_BENCH_DATA,
     fileURLToPath(new URL('../../../benches/data', import.meta.url)),
-    '/work/shared/bench'
+    fileURLToPath(new URL('../../../../shared/bench', import.meta.url))
 ].filter(Boolean);
 const DATA = dataDirs.find((dir) => existsSync(`${dir}/stats100.txt.gz`));
 if (!DATA) {
